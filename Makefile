@@ -1,0 +1,36 @@
+# `make test` and `make demo` are the two commands the README starts with.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+
+.PHONY: test lint typecheck unit demo clean
+
+# Reinstall only when the project's metadata changes; the stamp lives inside the venv so
+# deleting .venv starts over cleanly.
+$(BIN)/.installed: pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+	touch $@
+
+test: lint typecheck unit
+
+lint: $(BIN)/.installed
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: $(BIN)/.installed
+	$(BIN)/mypy
+
+unit: $(BIN)/.installed
+	$(BIN)/pytest
+
+demo: $(BIN)/.installed
+	@$(BIN)/reactome-answers --version
+	@echo "The answer pipeline is not built yet: 'ingest --sample' and 'ask' arrive with the"
+	@echo "collections and pipeline issues. What works today:"
+	@echo "  $(BIN)/reactome-answers schema   # JSON Schema of the event stream"
+	@echo "  $(BIN)/reactome-answers config   # settings in effect"
+
+clean:
+	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache .hypothesis

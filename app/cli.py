@@ -1,0 +1,127 @@
+"""The ``reactome-answers`` command line.
+
+Options that change settings (``--home``, ``--llm``, ...) are accepted before or after the
+command name and override the matching environment variables.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Sequence
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any
+
+from callbacks.events import event_json_schema
+from pipelines.errors import ReactomeAnswersError
+from pipelines.settings import Settings, env_var_for, load_settings
+
+__all__ = ["build_parser", "main"]
+
+PROG = "reactome-answers"
+
+_DESCRIPTION = """\
+Answer questions about human biology from Reactome, with every [n] citation pointing at a
+real Reactome entity.
+
+Settings come from REACTOME_ANSWERS_* environment variables (CHROMA_HOST and CHROMA_PORT for
+a Chroma server); the options below override them for one run.
+"""
+
+# (settings field, option help) for every option that overrides a setting.
+_SETTING_OPTIONS: tuple[tuple[str, str], ...] = (
+    ("home", "folder for the store and logs"),
+    ("llm", "answer model: extractive, llamacpp[:PATH], openai:MODEL"),
+    ("chroma_host", "use the Chroma server on this host instead of the home folder"),
+    ("chroma_port", "port of that Chroma server"),
+)
+
+
+def _package_version() -> str:
+    try:
+        return version(PROG)
+    except PackageNotFoundError:  # running from a source tree that was never installed
+        return "unknown"
+
+
+def _add_setting_options(parser: argparse.ArgumentParser, *, default: Any) -> None:
+    group = parser.add_argument_group("settings (override the environment)")
+    for field, help_text in _SETTING_OPTIONS:
+        group.add_argument(
+            f"--{field.replace('_', '-')}",
+            dest=field,
+            type=int if field == "chroma_port" else str,
+            default=default,
+            metavar=field.split("_")[-1].upper(),
+            help=f"{help_text} [{env_var_for(field)}]",
+        )
+    group.add_argument(
+        "--cite-urls",
+        dest="cite_urls",
+        action=argparse.BooleanOptionalAction,
+        default=default,
+        help=f"cite user-guide pages by their url [{env_var_for('cite_urls')}]",
+    )
+
+
+def _cmd_schema(args: argparse.Namespace, settings: Settings) -> int:
+    print(json.dumps(event_json_schema(), indent=2))
+    return 0
+
+
+def _cmd_config(args: argparse.Namespace, settings: Settings) -> int:
+    print(json.dumps(settings.model_dump(mode="json"), indent=2))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description=_DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_package_version()}")
+    _add_setting_options(parser, default=None)
+
+    # Subcommands repeat the setting options so they also work after the command name;
+    # SUPPRESS keeps a subcommand's unset option from erasing one given before it.
+    common = argparse.ArgumentParser(add_help=False)
+    _add_setting_options(common, default=argparse.SUPPRESS)
+
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    commands.required = True
+    handlers: dict[str, Callable[[argparse.Namespace, Settings], int]] = {
+        "schema": _cmd_schema,
+        "config": _cmd_config,
+    }
+    summaries = {
+        "schema": "print the JSON Schema of one event of the answer stream",
+        "config": "print the settings in effect, after environment and options, as JSON",
+    }
+    for name, handler in handlers.items():
+        sub = commands.add_parser(
+            name, parents=[common], help=summaries[name], description=summaries[name]
+        )
+        sub.set_defaults(handler=handler)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    overrides = {field: getattr(args, field, None) for field in Settings.model_fields}
+    try:
+        settings = load_settings(**overrides)
+        handler: Callable[[argparse.Namespace, Settings], int] = args.handler
+        return handler(args, settings)
+    except ReactomeAnswersError as error:
+        print(f"{PROG}: error: {error}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,246 @@
+"""The public event stream: one model per event type and the two wire encodings.
+
+Every request yields ``{"seq", "type", "request_id", "t_ms", "data"}`` objects. The CLI, the
+SSE endpoint and the event log all emit exactly these models, serialised by
+:func:`to_jsonl` or :func:`to_sse`, and read back by :func:`parse_event`.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal, Self
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    TypeAdapter,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
+
+__all__ = [
+    "EVENT_TYPES",
+    "CitationData",
+    "CitationEvent",
+    "DoneData",
+    "DoneEvent",
+    "DoneState",
+    "ErrorData",
+    "ErrorEvent",
+    "Event",
+    "Reference",
+    "StartData",
+    "StartEvent",
+    "Timings",
+    "TokenData",
+    "TokenEvent",
+    "Usage",
+    "event_json_schema",
+    "parse_event",
+    "to_jsonl",
+    "to_sse",
+]
+
+# Reactome stable ids: R-<species>-<number>, optionally with a version suffix (R-HSA-69278.3).
+_ST_ID_RE = re.compile(r"R-[A-Z]{3,4}-[0-9]+(?:\.[0-9]+)?")
+_SITE_PATH_RE = re.compile(r"/(?!/)[^\s\\]*")
+_HTTP_URL_RE = re.compile(r"https?://[^\s/\\]+[^\s\\]*", re.IGNORECASE)
+# Source-file extensions: a url ending in one is a file path that leaked into metadata.
+_SOURCE_FILE_SUFFIXES = (".md", ".mdx", ".txt", ".tsv")
+
+DoneState = Literal["answered", "nothing_found", "refused", "failed"]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _citation_schema(schema: dict[str, Any]) -> None:
+    # The wire never carries a null identifier (see _omit_absent_identifier), so the schema
+    # says "a string, and exactly one of the two" rather than "string or null".
+    properties = schema["properties"]
+    properties["st_id"] = {"type": "string", "pattern": f"^{_ST_ID_RE.pattern}$"}
+    properties["url"] = {"type": "string", "description": "site path or http(s) URL"}
+    schema["oneOf"] = [{"required": ["st_id"]}, {"required": ["url"]}]
+
+
+class _CitesOneSource(_Model):
+    """Validation shared by citations and references; subclasses declare the fields."""
+
+    model_config = ConfigDict(json_schema_extra=_citation_schema)
+
+    @field_validator("st_id", check_fields=False)
+    @classmethod
+    def _check_st_id(cls, value: str | None) -> str | None:
+        if value is not None and not _ST_ID_RE.fullmatch(value):
+            raise ValueError(f"st_id {value!r} is not a Reactome stable id such as R-HSA-69278")
+        return value
+
+    @field_validator("url", check_fields=False)
+    @classmethod
+    def _check_url(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        if not (_SITE_PATH_RE.fullmatch(value) or _HTTP_URL_RE.fullmatch(value)):
+            raise ValueError(
+                f"url {value!r} is neither a site path such as /userguide/pathway-browser "
+                "nor an http(s) URL"
+            )
+        if value.lower().endswith(_SOURCE_FILE_SUFFIXES) or "/../" in value:
+            raise ValueError(f"url {value!r} looks like a local file path, not a page address")
+        return value
+
+    @model_validator(mode="after")
+    def _exactly_one_identifier(self) -> Self:
+        if (getattr(self, "st_id", None) is None) == (getattr(self, "url", None) is None):
+            raise ValueError("a citation carries exactly one of st_id or url")
+        return self
+
+    @model_serializer(mode="wrap")
+    def _omit_absent_identifier(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # On the wire a citation *has* one identifier; a null second one would invite
+        # clients to check both.
+        data: dict[str, Any] = handler(self)
+        for key in ("st_id", "url"):
+            if key in data and data[key] is None:
+                del data[key]
+        return data
+
+
+class CitationData(_CitesOneSource):
+    n: int = Field(ge=1, description="1-based number in retrieval (fused ranking) order")
+    st_id: str | None = Field(default=None, examples=["R-HSA-5682113"])
+    url: str | None = Field(default=None, examples=["/userguide/pathway-browser"])
+    display_name: str = Field(min_length=1)
+    collection: str = Field(min_length=1, examples=["reactome", "disease_variants", "userguide"])
+
+
+class Reference(_CitesOneSource):
+    n: int = Field(ge=1, description="final number, as the markers in done.text use it")
+    source_n: int = Field(ge=1, description="the n of the early citation event it came from")
+    st_id: str | None = None
+    url: str | None = None
+    display_name: str = Field(min_length=1)
+    collection: str = Field(min_length=1)
+
+
+class StartData(_Model):
+    question: str
+    collections: list[str]
+    options: dict[str, Any] = Field(default_factory=dict)
+
+
+class TokenData(_Model):
+    text: str
+
+
+class ErrorData(_Model):
+    code: str = Field(min_length=1, examples=["timeout", "store_unavailable"])
+    message: str = Field(min_length=1)
+
+
+class Usage(_Model):
+    answer_tokens: int = Field(default=0, ge=0)
+    prompt_tokens: int | None = Field(default=None, ge=0)
+
+
+class Timings(_Model):
+    first_token_ms: float | None = Field(default=None, ge=0)
+    total_ms: float = Field(ge=0)
+
+
+class DoneData(_Model):
+    state: DoneState
+    text: str = ""
+    references: list[Reference] = Field(default_factory=list)
+    usage: Usage = Field(default_factory=Usage)
+    timings: Timings
+
+
+class _EventBase(_Model):
+    seq: int = Field(ge=1, description="1 for the first event of a request, no gaps")
+    type: str  # narrowed to a Literal by each event class; declared here to come second
+    request_id: str = Field(min_length=1)
+    t_ms: float = Field(ge=0, description="milliseconds since the request started")
+
+
+class StartEvent(_EventBase):
+    type: Literal["start"] = "start"
+    data: StartData
+
+
+class CitationEvent(_EventBase):
+    type: Literal["citation"] = "citation"
+    data: CitationData
+
+
+class TokenEvent(_EventBase):
+    type: Literal["token"] = "token"
+    data: TokenData
+
+
+class ErrorEvent(_EventBase):
+    type: Literal["error"] = "error"
+    data: ErrorData
+
+
+class DoneEvent(_EventBase):
+    type: Literal["done"] = "done"
+    data: DoneData
+
+
+Event = Annotated[
+    StartEvent | CitationEvent | TokenEvent | ErrorEvent | DoneEvent,
+    Field(discriminator="type"),
+]
+_EVENT_MODELS = (StartEvent, CitationEvent, TokenEvent, ErrorEvent, DoneEvent)
+EVENT_TYPES: tuple[str, ...] = tuple(model.model_fields["type"].default for model in _EVENT_MODELS)
+
+_EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
+
+
+def parse_event(raw: str | bytes | dict[str, Any]) -> Event:
+    """Read one event from its JSON text (a JSONL line or an SSE ``data`` field) or a dict."""
+    if isinstance(raw, dict):
+        return _EVENT_ADAPTER.validate_python(raw)
+    return _EVENT_ADAPTER.validate_json(raw)
+
+
+# Characters that JSON leaves raw but that str.splitlines() and some JavaScript tooling treat
+# as line breaks; escaped, a record is one line for every reader.
+_LINE_BREAKS_JSON_KEEPS = str.maketrans(
+    {"\x85": "\\u0085", "\u2028": "\\u2028", "\u2029": "\\u2029"}
+)
+
+
+def _json(event: Event) -> str:
+    # Pydantic escapes control characters, so no newline in a token can end an SSE field or
+    # a JSONL record early; the translation covers the remaining line separators.
+    return event.model_dump_json().translate(_LINE_BREAKS_JSON_KEEPS)
+
+
+def to_jsonl(event: Event) -> str:
+    """One JSONL record: the whole event as compact JSON and a newline."""
+    return _json(event) + "\n"
+
+
+def to_sse(event: Event) -> str:
+    """One Server-Sent Events frame: ``id`` is the seq, ``event`` the type, ``data`` the event."""
+    return f"id: {event.seq}\nevent: {event.type}\ndata: {_json(event)}\n\n"
+
+
+def event_json_schema() -> dict[str, Any]:
+    """The JSON Schema of one event (a ``oneOf`` over the five types, keyed by ``type``)."""
+    # Validation mode: the wrap serializer on citations hides their fields from pydantic's
+    # serialization schema, and what we accept is exactly what we emit.
+    schema = _EVENT_ADAPTER.json_schema(mode="validation")
+    for model in _EVENT_MODELS:
+        # The default makes `type` optional for Python callers; on the wire it is the key.
+        event_schema = schema["$defs"][model.__name__]
+        event_schema["required"] = ["type", *event_schema["required"]]
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "reactome-answers event"
+    return schema

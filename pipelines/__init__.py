@@ -1,0 +1,30 @@
+"""The LangChain side of reactome-answers: settings, errors and the citation finalizer."""
+
+from pipelines.citations import cited_numbers, finalize_citations, strip_out_of_range_markers
+from pipelines.errors import (
+    AnswerTimeoutError,
+    ConfigurationError,
+    EventLogError,
+    InputError,
+    ModelError,
+    NotIngestedError,
+    ReactomeAnswersError,
+    StoreUnavailableError,
+)
+from pipelines.settings import Settings, load_settings
+
+__all__ = [
+    "AnswerTimeoutError",
+    "ConfigurationError",
+    "EventLogError",
+    "InputError",
+    "ModelError",
+    "NotIngestedError",
+    "ReactomeAnswersError",
+    "Settings",
+    "StoreUnavailableError",
+    "cited_numbers",
+    "finalize_citations",
+    "load_settings",
+    "strip_out_of_range_markers",
+]

@@ -1,0 +1,290 @@
+"""Make an answer's ``[n]`` markers and its Sources list agree.
+
+Two passes run after generation, in this order:
+
+1. :func:`strip_out_of_range_markers` removes markers that point at no source.
+2. :func:`finalize_citations` keeps only the sources the text cites, renumbers them in
+   first-citation order and rewrites the markers to match.
+
+A *marker* is a bracket group of 1-based numbers and ascending ranges, as models write them:
+``[3]``, ``[1, 3]``, ``[1,3]``, ``[1-3]``. Groups written with nothing between them
+(``[1][3]``) form one *cluster*. A bracket group followed by ``(`` is a Markdown link, not a
+marker, and nothing inside inline code or a fenced code block is ever a marker.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import TypeVar
+
+__all__ = ["cited_numbers", "finalize_citations", "strip_out_of_range_markers"]
+
+T = TypeVar("T")
+
+# One item is a number or a range; the en dash is accepted because models emit it for ranges.
+_ITEM = r"[0-9]+(?: *[-\u2013] *[0-9]+)?"
+_GROUP_RE = re.compile(rf"\[({_ITEM}(?: *, *{_ITEM})*)\]")
+_ITEM_RE = re.compile(r"([0-9]+)(?: *[-\u2013] *([0-9]+))?")
+_FENCE_RE = re.compile(r" {0,3}(`{3,}|~{3,})(.*)")
+_BACKTICKS_RE = re.compile(r"`+")
+_LINE_RE = re.compile(r"[^\n]*\n?")
+
+# Numbers longer than this cannot index any real source list; capping them keeps int()
+# away from Python's limit on huge digit strings, so no input can make us raise.
+_MAX_DIGITS = 15
+_HUGE = 10**_MAX_DIGITS
+
+# cited_numbers() expands ranges; a bound keeps [1-999999999] from filling memory.
+_MAX_RANGE_EXPANSION = 10_000
+
+_HSPACE = " \t"
+# A removed marker takes the space before it along when what follows would otherwise sit
+# after a stray space.
+_CLOSERS = frozenset(" \t\r\n.,;:!?)")
+
+
+@dataclass(frozen=True)
+class _Group:
+    start: int
+    end: int
+    items: tuple[tuple[int, int], ...]  # inclusive (low, high); a single number has low == high
+
+
+@dataclass(frozen=True)
+class _Cluster:
+    start: int
+    end: int
+    groups: tuple[_Group, ...]
+
+
+def _number(digits: str) -> int:
+    digits = digits.lstrip("0") or "0"
+    return _HUGE if len(digits) > _MAX_DIGITS else int(digits)
+
+
+def _parse_items(body: str) -> tuple[tuple[int, int], ...] | None:
+    items = []
+    for match in _ITEM_RE.finditer(body):
+        low = _number(match.group(1))
+        high = low if match.group(2) is None else _number(match.group(2))
+        if high < low:
+            # A descending range is not something we know how to read; leave the text alone.
+            return None
+        items.append((low, high))
+    return tuple(items)
+
+
+def _code_spans(text: str) -> list[tuple[int, int]]:
+    """Return the ``[start, end)`` spans of fenced code blocks and inline code spans."""
+    spans: list[tuple[int, int]] = []
+    prose_start = 0
+    fence: tuple[str, int, int] | None = None  # (fence char, fence length, block start)
+    for line in _LINE_RE.finditer(text):
+        if line.start() == line.end():
+            break
+        content = line.group().rstrip("\n")
+        opener = _FENCE_RE.fullmatch(content)
+        if fence is None:
+            if opener is None:
+                continue
+            marks, info = opener.group(1), opener.group(2)
+            if marks[0] == "`" and "`" in info:
+                continue  # CommonMark: a backtick fence's info string has no backticks
+            spans.extend(_inline_code_spans(text, prose_start, line.start()))
+            fence = (marks[0], len(marks), line.start())
+        elif (
+            opener is not None
+            and opener.group(1)[0] == fence[0]
+            and len(opener.group(1)) >= fence[1]
+            and not opener.group(2).strip()
+        ):
+            spans.append((fence[2], line.end()))
+            fence = None
+            prose_start = line.end()
+    if fence is not None:
+        spans.append((fence[2], len(text)))  # an unclosed fence runs to the end
+    else:
+        spans.extend(_inline_code_spans(text, prose_start, len(text)))
+    return spans
+
+
+def _inline_code_spans(text: str, start: int, end: int) -> list[tuple[int, int]]:
+    runs = [(m.start(), m.end()) for m in _BACKTICKS_RE.finditer(text, start, end)]
+    by_length: dict[int, list[int]] = {}
+    for index, (run_start, run_end) in enumerate(runs):
+        by_length.setdefault(run_end - run_start, []).append(index)
+    spans = []
+    index = 0
+    while index < len(runs):
+        run_start, run_end = runs[index]
+        same_length = by_length[run_end - run_start]
+        # A span closes at the next backtick run of exactly the opening length.
+        position = bisect.bisect_right(same_length, index)
+        if position < len(same_length):
+            closer = same_length[position]
+            spans.append((run_start, runs[closer][1]))
+            index = closer + 1
+        else:
+            index += 1  # an unmatched run is literal backticks
+    return spans
+
+
+def _clusters(text: str) -> list[_Cluster]:
+    code = _code_spans(text)
+    code_starts = [start for start, _ in code]
+
+    def in_code(position: int) -> bool:
+        index = bisect.bisect_right(code_starts, position) - 1
+        return index >= 0 and position < code[index][1]
+
+    groups: list[_Group] = []
+    for match in _GROUP_RE.finditer(text):
+        if text.startswith("(", match.end()) or in_code(match.start()):
+            continue
+        items = _parse_items(match.group(1))
+        if items is not None:
+            groups.append(_Group(match.start(), match.end(), items))
+
+    clusters: list[_Cluster] = []
+    run: list[_Group] = []
+    for group in groups:
+        if run and run[-1].end != group.start:
+            clusters.append(_Cluster(run[0].start, run[-1].end, tuple(run)))
+            run = []
+        run.append(group)
+    if run:
+        clusters.append(_Cluster(run[0].start, run[-1].end, tuple(run)))
+    return clusters
+
+
+def _numbers_in_range(items: Sequence[tuple[int, int]], n_sources: int) -> Iterator[int]:
+    for low, high in items:
+        yield from range(max(low, 1), min(high, n_sources) + 1)
+
+
+def _rewrite(text: str, clusters: Sequence[_Cluster], replacements: Sequence[str]) -> str:
+    """Replace each cluster with its replacement; an empty one removes the cluster tidily."""
+    out: list[str] = []
+    position = 0
+    for cluster, replacement in zip(clusters, replacements, strict=True):
+        out.append(text[position : cluster.start])
+        position = cluster.end
+        if replacement:
+            out.append(replacement)
+            continue
+        following = text[position : position + 1]
+        if following and following in _HSPACE and _at_line_start(out):
+            # Only indentation before the marker: keep it, drop the space after instead.
+            while position < len(text) and text[position] in _HSPACE:
+                position += 1
+        elif not following or following in _CLOSERS:
+            _drop_trailing_hspace(out)
+    out.append(text[position:])
+    return "".join(out)
+
+
+def _at_line_start(out: list[str]) -> bool:
+    for piece in reversed(out):
+        content = piece.rstrip(_HSPACE)
+        if content:
+            return content[-1] in "\r\n"
+    return True
+
+
+def _drop_trailing_hspace(out: list[str]) -> None:
+    while out:
+        trimmed = out[-1].rstrip(_HSPACE)
+        if trimmed:
+            out[-1] = trimmed
+            return
+        out.pop()
+
+
+def _format_items(items: Sequence[tuple[int, int]]) -> str:
+    return ", ".join(str(low) if low == high else f"{low}-{high}" for low, high in items)
+
+
+def _strip_once(text: str, n_sources: int) -> str:
+    clusters = _clusters(text)
+    replacements = []
+    changed = False
+    for cluster in clusters:
+        kept = []
+        for group in cluster.groups:
+            clipped = tuple(
+                (max(low, 1), min(high, n_sources))
+                for low, high in group.items
+                if max(low, 1) <= min(high, n_sources)
+            )
+            if clipped == group.items:
+                kept.append(text[group.start : group.end])
+            elif clipped:
+                kept.append(f"[{_format_items(clipped)}]")
+        replacement = "".join(kept)
+        changed = changed or replacement != text[cluster.start : cluster.end]
+        replacements.append(replacement)
+    return _rewrite(text, clusters, replacements) if changed else text
+
+
+def strip_out_of_range_markers(text: str, n_sources: int) -> str:
+    """Remove every marker, or part of a marker group, outside ``1..n_sources``.
+
+    ``[0]`` and ``[7]`` go when there are 4 sources; ``[1, 9]`` becomes ``[1]`` and
+    ``[3-6]`` becomes ``[3-4]``. In-range markers are left exactly as written. A removed
+    marker takes its neighbouring space with it, so no doubled space or space before
+    punctuation is left behind.
+    """
+    # Removing a marker can join its neighbours into a new one (``[[9]1]``); repeat until
+    # nothing changes so that stripping twice is the same as stripping once.
+    while True:
+        stripped = _strip_once(text, n_sources)
+        if stripped == text:
+            return text
+        text = stripped
+
+
+def cited_numbers(text: str) -> list[int]:
+    """Every number the text's markers cite, in order of first appearance, ranges expanded."""
+    seen: dict[int, None] = {}
+    for cluster in _clusters(text):
+        for group in cluster.groups:
+            for low, high in group.items:
+                for number in range(low, min(high, low + _MAX_RANGE_EXPANSION) + 1):
+                    seen.setdefault(number)
+    return list(seen)
+
+
+def finalize_citations(text: str, sources: Sequence[T]) -> tuple[str, list[T]]:
+    """Keep only the cited sources, renumbered in first-citation order, and rewrite the text.
+
+    Order of first citation is read left to right, also inside a group, so ``[3, 1]`` makes
+    source 3 the new ``[1]``. Each cluster is rewritten as adjacent single markers in
+    ascending new number (``[3, 1]`` -> ``[1][2]``, ``[2][2]`` -> ``[1]``). Markers outside
+    ``1..len(sources)`` are removed as :func:`strip_out_of_range_markers` would.
+
+    When the text cites no source at all, the text and a copy of the untouched list come
+    back, so an answer from a model that ignored the citation contract keeps its sources.
+    """
+    n_sources = len(sources)
+    cites_something = any(
+        next(_numbers_in_range(group.items, n_sources), None) is not None
+        for cluster in _clusters(text)
+        for group in cluster.groups
+    )
+    if not cites_something:
+        return text, list(sources)
+
+    text = strip_out_of_range_markers(text, n_sources)
+    clusters = _clusters(text)
+    new_number: dict[int, int] = {}
+    replacements = []
+    for cluster in clusters:
+        numbers = set()
+        for group in cluster.groups:
+            for old in _numbers_in_range(group.items, n_sources):
+                numbers.add(new_number.setdefault(old, len(new_number) + 1))
+        replacements.append("".join(f"[{number}]" for number in sorted(numbers)))
+    return _rewrite(text, clusters, replacements), [sources[old - 1] for old in new_number]

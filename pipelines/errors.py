@@ -1,0 +1,83 @@
+"""The errors reactome-answers raises on purpose.
+
+Each error says what was wrong and what to do about it, in one line, because the CLI prints
+``str(error)`` as its whole message, the HTTP layer returns it as JSON, and the event stream
+sends it as an ``error`` event. ``code`` is the stable, machine-readable part; ``http_status``
+is what the HTTP layer answers with.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+__all__ = [
+    "AnswerTimeoutError",
+    "ConfigurationError",
+    "EventLogError",
+    "InputError",
+    "ModelError",
+    "NotIngestedError",
+    "ReactomeAnswersError",
+    "StoreUnavailableError",
+]
+
+
+class ReactomeAnswersError(Exception):
+    """Base of every error we raise deliberately; anything else is a bug."""
+
+    code: ClassVar[str] = "internal"
+    http_status: ClassVar[int] = 500
+
+    def __init__(self, message: str, *, fix: str | None = None) -> None:
+        self.message = message
+        self.fix = fix
+        super().__init__(message if fix is None else f"{message}; {fix}")
+
+
+class ConfigurationError(ReactomeAnswersError):
+    """A setting, environment variable or command-line option has a value we cannot use."""
+
+    code = "bad_config"
+    http_status = 500
+
+
+class InputError(ReactomeAnswersError):
+    """The request itself is unusable: empty question, too long, unknown collection."""
+
+    code = "bad_input"
+    http_status = 422
+
+
+class NotIngestedError(ReactomeAnswersError):
+    """A collection the question needs has not been ingested into this home folder."""
+
+    code = "not_ingested"
+    http_status = 503
+
+
+class StoreUnavailableError(ReactomeAnswersError):
+    """The vector store (a Chroma folder or server) cannot be reached or read."""
+
+    code = "store_unavailable"
+    http_status = 503
+
+
+class ModelError(ReactomeAnswersError):
+    """The answer or expander model failed or is not available."""
+
+    code = "model_failed"
+    http_status = 502
+
+
+class AnswerTimeoutError(ReactomeAnswersError):
+    """The request ran past its time limit."""
+
+    code = "timeout"
+    http_status = 504
+
+
+class EventLogError(ReactomeAnswersError):
+    """An event log cannot be written, or a file given as a log is not one."""
+
+    code = "event_log"
+    http_status = 500

@@ -1,0 +1,129 @@
+"""Every setting in one typed object, read from the environment and overridable by callers.
+
+Precedence, highest first: keyword overrides (what the CLI passes from its options), then
+environment variables (``REACTOME_ANSWERS_*``, plus ``CHROMA_HOST``/``CHROMA_PORT`` as Chroma's
+own tools spell them), then the defaults below, which run offline with no API key.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from pydantic import AliasChoices, Field, ValidationError, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from pipelines.errors import ConfigurationError
+
+__all__ = ["ENV_PREFIX", "Settings", "default_home", "env_var_for", "load_settings"]
+
+ENV_PREFIX = "REACTOME_ANSWERS_"
+
+_LLM_FORMS = "'extractive', 'llamacpp' or 'llamacpp:PATH.gguf', or 'openai:MODEL'"
+_LLM_RE = re.compile(r"extractive|llamacpp(?::.+)?|openai:[^\s:][^\s]*")
+
+
+def default_home() -> Path:
+    """``$XDG_DATA_HOME/reactome-answers``, falling back to ``~/.local/share/reactome-answers``."""
+    data_home = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(data_home) / "reactome-answers"
+
+
+class Settings(BaseSettings):
+    """The settings of one pipeline; construct through :func:`load_settings` for clear errors."""
+
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX,
+        extra="forbid",
+        frozen=True,
+        populate_by_name=True,
+        validate_default=True,
+    )
+
+    home: Path = Field(
+        default_factory=default_home,
+        description="folder holding the Chroma store, the keyword index and the event logs",
+    )
+    llm: str = Field(default="extractive", description=f"answer and expander model: {_LLM_FORMS}")
+    cite_urls: bool = Field(
+        default=False, description="cite user-guide pages by url (off: they are uncited context)"
+    )
+    chroma_host: str | None = Field(
+        default=None,
+        validation_alias=AliasChoices("chroma_host", "CHROMA_HOST", f"{ENV_PREFIX}CHROMA_HOST"),
+        description="Chroma server host; unset means an embedded store under the home folder",
+    )
+    chroma_port: int = Field(
+        default=8000,
+        ge=1,
+        le=65535,
+        validation_alias=AliasChoices("chroma_port", "CHROMA_PORT", f"{ENV_PREFIX}CHROMA_PORT"),
+    )
+    max_question_chars: int = Field(default=2000, ge=1, description="longer questions are refused")
+    max_sources: int = Field(default=10, ge=1, le=100, description="cap on numbered sources")
+    model_timeout_s: float = Field(default=60.0, gt=0, description="limit on one model call")
+    request_timeout_s: float = Field(default=120.0, gt=0, description="limit on one whole answer")
+
+    @field_validator("llm")
+    @classmethod
+    def _check_llm(cls, value: str) -> str:
+        value = value.strip()
+        if not _LLM_RE.fullmatch(value):
+            raise ValueError(f"{value!r} is not a model choice; use {_LLM_FORMS}")
+        return value
+
+    @field_validator("home")
+    @classmethod
+    def _expand_home(cls, value: Path) -> Path:
+        return value.expanduser()
+
+    @property
+    def chroma_path(self) -> Path:
+        return self.home / "chroma"
+
+    @property
+    def logs_dir(self) -> Path:
+        return self.home / "logs"
+
+    @property
+    def uses_chroma_server(self) -> bool:
+        return self.chroma_host is not None
+
+
+def env_var_for(field: str) -> str:
+    """The environment variable a setting is read from (the first one, when several are)."""
+    alias = Settings.model_fields[field].validation_alias
+    if isinstance(alias, AliasChoices):
+        for choice in alias.choices:
+            if isinstance(choice, str) and choice.isupper():
+                return choice
+    return f"{ENV_PREFIX}{field.upper()}"
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """Build the settings; ``None`` overrides are ignored so unset CLI options fall through.
+
+    Raises :class:`ConfigurationError` naming the variable or option and how to fix it.
+    """
+    given = {name: value for name, value in overrides.items() if value is not None}
+    unknown = sorted(set(given) - set(Settings.model_fields))
+    if unknown:
+        raise ConfigurationError(
+            f"unknown setting(s) {', '.join(unknown)}",
+            fix=f"known settings are {', '.join(Settings.model_fields)}",
+        )
+    try:
+        return Settings(**given)
+    except ValidationError as error:
+        first = error.errors()[0]
+        field = str(first["loc"][0]) if first["loc"] else ""
+        field = next((name for name in Settings.model_fields if env_var_for(name) == field), field)
+        source = "option" if field in given else "environment variable"
+        where = f"--{field.replace('_', '-')}" if field in given else env_var_for(field)
+        reason = str(first["msg"]).removeprefix("Value error, ")
+        raise ConfigurationError(
+            f"{source} {where} has an unusable value: {reason}",
+            fix=f"set {where} to a valid value or unset it to use the default",
+        ) from None

@@ -1,0 +1,25 @@
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+from pipelines.settings import ENV_PREFIX
+
+# CI asks for more examples; a local `make test` stays quick.
+settings.register_profile("ci", max_examples=1000, suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("dev", max_examples=200)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
+
+
+@pytest.fixture(autouse=True)
+def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Point every test at its own home folder and hide the user's own settings."""
+    for name in list(os.environ):
+        if name.startswith((ENV_PREFIX, "CHROMA_")) or name == "XDG_DATA_HOME":
+            monkeypatch.delenv(name)
+    home = tmp_path / "home"
+    monkeypatch.setenv(f"{ENV_PREFIX}HOME", str(home))
+    return home

@@ -1,0 +1,210 @@
+"""Properties of the finalizer over generated answers whose markers we know by construction."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import TypeVar
+
+from hypothesis import assume, given
+from hypothesis import strategies as st
+
+from pipelines.citations import cited_numbers, finalize_citations, strip_out_of_range_markers
+
+T = TypeVar("T")
+
+# Prose never contains brackets, backticks or "(" so that every bracket in a generated answer
+# is one of our markers, and the oracle below can read them with a plain regex.
+_PROSE_ALPHABET = st.sampled_from(list("abcXYZ019 \t\n.,;:!?)-é"))
+_ANY_MARKUP = st.sampled_from(list("[]()`~,-\u20130123456789 \n\tab.:"))
+
+
+@dataclass(frozen=True)
+class Group:
+    items: tuple[tuple[int, int], ...]
+    text: str
+
+
+@st.composite
+def groups(draw: st.DrawFn, n_sources: int) -> Group:
+    number = st.one_of(st.integers(0, n_sources + 3), st.integers(10**12, 10**30))
+    items = []
+    rendered = []
+    for _ in range(draw(st.integers(1, 4))):
+        low = draw(number)
+        if draw(st.booleans()):
+            high = low + draw(st.integers(0, 3))
+            dash = draw(st.sampled_from(["-", "\u2013", " - "]))
+            rendered.append(f"{low}{dash}{high}")
+        else:
+            high = low
+            rendered.append(str(low))
+        items.append((low, high))
+    separator = draw(st.sampled_from([",", ", ", " , "]))
+    return Group(tuple(items), "[" + separator.join(rendered) + "]")
+
+
+@st.composite
+def answers(draw: st.DrawFn) -> tuple[int, list[str | Group]]:
+    n_sources = draw(st.integers(0, 12))
+    prose = st.text(_PROSE_ALPHABET, min_size=1, max_size=12)
+    segments = draw(st.lists(st.one_of(prose, groups(n_sources)), max_size=25))
+    return n_sources, segments
+
+
+def render(segments: list[str | Group]) -> str:
+    return "".join(s if isinstance(s, str) else s.text for s in segments)
+
+
+def clusters(segments: list[str | Group]) -> list[list[Group]]:
+    """Runs of groups with no prose between them, as the finalizer must see them."""
+    runs: list[list[Group]] = []
+    previous_was_group = False
+    for segment in segments:
+        if isinstance(segment, Group):
+            if previous_was_group:
+                runs[-1].append(segment)
+            else:
+                runs.append([segment])
+        previous_was_group = isinstance(segment, Group)
+    return runs
+
+
+def valid_numbers(group: Group, n_sources: int) -> list[int]:
+    return [
+        number
+        for low, high in group.items
+        for number in range(max(low, 1), min(high, n_sources) + 1)
+    ]
+
+
+def first_appearance(segments: list[str | Group], n_sources: int) -> list[int]:
+    seen: dict[int, None] = {}
+    for segment in segments:
+        if isinstance(segment, Group):
+            for number in valid_numbers(segment, n_sources):
+                seen.setdefault(number)
+    return list(seen)
+
+
+def without_markers(text: str) -> str:
+    return re.sub(r"\[[^\]]*\]", "", text)
+
+
+def finalize_pipeline(text: str, sources: list[T]) -> tuple[str, list[T]]:
+    return finalize_citations(strip_out_of_range_markers(text, len(sources)), sources)
+
+
+@given(answers())
+def test_markers_become_one_to_k_in_first_appearance_order(
+    answer: tuple[int, list[str | Group]],
+) -> None:
+    n_sources, segments = answer
+    sources = [f"source-{i}" for i in range(1, n_sources + 1)]
+    order = first_appearance(segments, n_sources)
+    text, kept = finalize_pipeline(render(segments), sources)
+
+    if order:
+        assert cited_numbers(text) == list(range(1, len(order) + 1))
+        assert kept == [sources[number - 1] for number in order]
+        assert re.fullmatch(r"(?:[^\[\]]|\[[0-9]+\])*", text), "only single markers remain"
+    else:
+        assert kept == sources
+        assert cited_numbers(text) == []
+
+
+@given(answers())
+def test_each_cluster_keeps_exactly_its_own_sources(answer: tuple[int, list[str | Group]]) -> None:
+    n_sources, segments = answer
+    sources = [f"source-{i}" for i in range(1, n_sources + 1)]
+    assume(first_appearance(segments, n_sources))
+    text, kept = finalize_pipeline(render(segments), sources)
+
+    expected = [
+        {sources[n - 1] for group in run for n in valid_numbers(group, n_sources)}
+        for run in clusters(segments)
+    ]
+    actual = [
+        {kept[int(n) - 1] for n in re.findall(r"[0-9]+", run)}
+        for run in re.findall(r"(?:\[[0-9]+\])+", text)
+    ]
+    assert actual == [cited for cited in expected if cited]
+
+
+@given(answers())
+def test_text_outside_markers_is_preserved(answer: tuple[int, list[str | Group]]) -> None:
+    n_sources, segments = answer
+    original = render(segments)
+    text, _ = finalize_pipeline(original, [f"s{i}" for i in range(n_sources)])
+    # Only whitespace next to a removed marker may change; every other character stays.
+    assert "".join(without_markers(text).split()) == "".join(without_markers(original).split())
+
+
+@given(answers())
+def test_removal_leaves_tidy_text(answer: tuple[int, list[str | Group]]) -> None:
+    n_sources, segments = answer
+    original = render(segments)
+    untidy = re.compile(r"[ \t]{2}|[ \t][.,;:!?]")
+    assume(not untidy.search(original))
+    text, _ = finalize_pipeline(original, [f"s{i}" for i in range(n_sources)])
+    assert not untidy.search(text), text
+
+
+@given(answers())
+def test_both_functions_are_idempotent(answer: tuple[int, list[str | Group]]) -> None:
+    n_sources, segments = answer
+    sources = [f"s{i}" for i in range(n_sources)]
+    original = render(segments)
+    stripped = strip_out_of_range_markers(original, n_sources)
+    assert strip_out_of_range_markers(stripped, n_sources) == stripped
+    once = finalize_citations(stripped, sources)
+    assert finalize_citations(*once) == once
+
+
+@given(answers())
+def test_untouched_list_iff_nothing_valid_cited(answer: tuple[int, list[str | Group]]) -> None:
+    n_sources, segments = answer
+    sources = [f"s{i}" for i in range(n_sources)]
+    order = first_appearance(segments, n_sources)
+    stripped = strip_out_of_range_markers(render(segments), n_sources)
+    text, kept = finalize_citations(stripped, sources)
+    if not order:
+        assert (text, kept) == (stripped, sources)
+    else:
+        assert len(kept) == len(order)
+        # The full list can only come back when every source is cited in its own order.
+        assert (kept == sources) == (order == list(range(1, n_sources + 1)))
+
+
+@given(st.text(_ANY_MARKUP, max_size=200) | st.text(max_size=200), st.integers(-2, 50))
+def test_arbitrary_text_never_raises_and_stays_stable(text: str, n_sources: int) -> None:
+    sources = list(range(max(n_sources, 0)))
+    stripped = strip_out_of_range_markers(text, n_sources)
+    assert strip_out_of_range_markers(stripped, n_sources) == stripped
+    once = finalize_citations(text, sources)
+    assert finalize_citations(*once) == once
+    final_text, kept = finalize_pipeline(text, sources)
+    assert all(1 <= n <= len(kept) for n in cited_numbers(final_text))
+
+
+@given(
+    st.lists(
+        st.sampled_from(
+            ["[2](https://reactome.org)", "`x[1]`", "\n```\n[3]\n```\n", "[a]", "[^1]", "[3-1]"]
+        ),
+        min_size=1,
+        max_size=6,
+    ),
+    st.lists(st.integers(0, 6), max_size=4),
+)
+def test_things_that_are_not_markers_survive_verbatim(
+    not_markers: list[str], numbers: list[int]
+) -> None:
+    markers = " ".join(f"cites [{n}]." for n in numbers)
+    text = "Intro " + " and ".join(not_markers) + " then " + markers
+    final_text, _ = finalize_pipeline(text, ["a", "b", "c", "d"])
+    position = 0
+    for piece in not_markers:
+        found = final_text.find(piece, position)
+        assert found >= 0, (piece, final_text)
+        position = found + len(piece)

@@ -1,0 +1,142 @@
+"""Every marker form and every rule of the citation contract, one row each."""
+
+from __future__ import annotations
+
+import pytest
+
+from pipelines.citations import cited_numbers, finalize_citations, strip_out_of_range_markers
+
+SOURCES = ["A", "B", "C", "D"]
+
+
+@pytest.mark.parametrize(
+    ("text", "n_sources", "expected"),
+    [
+        pytest.param("Bound [3].", 4, "Bound [3].", id="in-range-kept-verbatim"),
+        pytest.param("Bound [7].", 4, "Bound.", id="above-range-removed"),
+        pytest.param("Bound [0].", 4, "Bound.", id="zero-removed"),
+        pytest.param("Bound [1, 9].", 4, "Bound [1].", id="group-keeps-valid-part"),
+        pytest.param("Bound [1,9].", 4, "Bound [1].", id="group-without-space"),
+        pytest.param("Bound [9, 2, 3].", 4, "Bound [2, 3].", id="group-rewritten-with-rest"),
+        pytest.param("Bound [3-6].", 4, "Bound [3-4].", id="range-clipped"),
+        pytest.param("Bound [4-9].", 4, "Bound [4].", id="range-clipped-to-one"),
+        pytest.param("Bound [5-9].", 4, "Bound.", id="range-fully-out"),
+        pytest.param("Bound [1][9].", 4, "Bound [1].", id="adjacent-pair-keeps-valid"),
+        pytest.param("Bound [1] [9] here.", 4, "Bound [1] here.", id="no-doubled-space"),
+        pytest.param(
+            "Bound [9], then [9]; so [9]: yes [9]! ok [9]?",
+            4,
+            "Bound, then; so: yes! ok?",
+            id="no-space-before-punctuation",
+        ),
+        pytest.param("[9] Opening words.", 4, "Opening words.", id="at-text-start"),
+        pytest.param("line one\n[9] line two", 4, "line one\nline two", id="at-line-start"),
+        pytest.param("  [9] indented", 4, "  indented", id="indentation-kept"),
+        pytest.param("last words [9]\nnext", 4, "last words\nnext", id="before-newline"),
+        pytest.param("(see [9]) after", 4, "(see) after", id="before-closing-paren"),
+        pytest.param("anything [1]", 0, "anything", id="no-sources-removes-all"),
+        pytest.param("[[9]1]", 1, "[1]", id="new-marker-from-removal-is-judged-too"),
+        pytest.param("[[9]7]", 1, "", id="new-out-of-range-marker-removed-too"),
+        pytest.param("see [99999999999999999999999]", 4, "see", id="huge-number"),
+        pytest.param("see [3-1] and [9]", 4, "see [3-1] and", id="descending-range-not-a-marker"),
+    ],
+)
+def test_strip_out_of_range_markers(text: str, n_sources: int, expected: str) -> None:
+    assert strip_out_of_range_markers(text, n_sources) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "expected_text", "expected_sources"),
+    [
+        pytest.param("X [1] and Y [3].", "X [1] and Y [2].", ["A", "C"], id="gap-closed"),
+        pytest.param("X [3] then [1].", "X [1] then [2].", ["C", "A"], id="first-citation-order"),
+        pytest.param("X [1, 3].", "X [1][2].", ["A", "C"], id="comma-space-group"),
+        pytest.param("X [1,3].", "X [1][2].", ["A", "C"], id="comma-group"),
+        pytest.param("X [2-4].", "X [1][2][3].", ["B", "C", "D"], id="range-expanded"),
+        pytest.param("X [2\u20133].", "X [1][2].", ["B", "C"], id="en-dash-range"),
+        pytest.param("X [1][3].", "X [1][2].", ["A", "C"], id="adjacent-pair"),
+        pytest.param("X [3, 1].", "X [1][2].", ["C", "A"], id="order-inside-group"),
+        pytest.param("X [2][2].", "X [1].", ["B"], id="repeated-adjacent-collapses"),
+        pytest.param("X [2, 2].", "X [1].", ["B"], id="repeated-in-group-collapses"),
+        pytest.param("X [4][2] and [2].", "X [1][2] and [2].", ["D", "B"], id="cluster-ascending"),
+        pytest.param("X [1]. Y [1].", "X [1]. Y [1].", ["A"], id="repeat-keeps-number"),
+        pytest.param("X [2] [9].", "X [1].", ["B"], id="out-of-range-dropped-tidily"),
+        pytest.param(
+            "See [docs](https://reactome.org) [2].",
+            "See [docs](https://reactome.org) [1].",
+            ["B"],
+            id="markdown-link-untouched",
+        ),
+        pytest.param(
+            "See [1](https://x.org) [3].",
+            "See [1](https://x.org) [1].",
+            ["C"],
+            id="numeric-link-text-not-marker",
+        ),
+        pytest.param("Step [a] then [3].", "Step [a] then [1].", ["C"], id="letter-not-marker"),
+        pytest.param("Use `x[2]` then [3].", "Use `x[2]` then [1].", ["C"], id="inline-code"),
+        pytest.param(
+            "Use ``a`[2]`` then [3].", "Use ``a`[2]`` then [1].", ["C"], id="double-backtick-code"
+        ),
+        pytest.param(
+            "Code:\n```python\ny = x[2]\n```\nThen [4].",
+            "Code:\n```python\ny = x[2]\n```\nThen [1].",
+            ["D"],
+            id="fenced-code",
+        ),
+        pytest.param(
+            "Code:\n~~~\ny = x[2]\n~~~\nThen [4].",
+            "Code:\n~~~\ny = x[2]\n~~~\nThen [1].",
+            ["D"],
+            id="tilde-fence",
+        ),
+        pytest.param(
+            "Open fence:\n```\n[2]",
+            "Open fence:\n```\n[2]",
+            SOURCES,
+            id="unclosed-fence-runs-to-end",
+        ),
+        pytest.param(
+            "A lone ` backtick [3].",
+            "A lone ` backtick [1].",
+            ["C"],
+            id="unmatched-backtick-is-literal",
+        ),
+    ],
+)
+def test_finalize_citations(text: str, expected_text: str, expected_sources: list[str]) -> None:
+    assert finalize_citations(text, SOURCES) == (expected_text, expected_sources)
+
+
+def test_uncited_text_keeps_the_untouched_list() -> None:
+    text = "Cholesterol efflux needs ABCA1."
+    assert finalize_citations(text, SOURCES) == (text, SOURCES)
+
+
+def test_only_invalid_markers_count_as_citing_nothing() -> None:
+    # finalize alone leaves an all-invalid text as it is; the pipeline strips first.
+    assert finalize_citations("Only [9] here.", SOURCES) == ("Only [9] here.", SOURCES)
+    stripped = strip_out_of_range_markers("Only [9] here.", len(SOURCES))
+    assert finalize_citations(stripped, SOURCES) == ("Only here.", SOURCES)
+
+
+def test_untouched_list_is_a_copy() -> None:
+    _, sources = finalize_citations("nothing cited", SOURCES)
+    sources.append("E")
+    assert SOURCES == ["A", "B", "C", "D"]
+
+
+def test_generic_over_source_type() -> None:
+    sources = [{"st_id": "R-HSA-5682113"}, {"st_id": "R-HSA-8862803"}]
+    text, kept = finalize_citations("CDK5 [2].", sources)
+    assert (text, kept) == ("CDK5 [1].", [{"st_id": "R-HSA-8862803"}])
+
+
+def test_finalized_pair_is_stable() -> None:
+    once = finalize_citations("X [3, 1] and [4][4] but not [9].", SOURCES)
+    assert once == ("X [1][2] and [3] but not.", ["C", "A", "D"])
+    assert finalize_citations(*once) == once
+
+
+def test_cited_numbers_reads_markers_in_order() -> None:
+    assert cited_numbers("a [3] b [1-2] c [3, 5] `[8]` [x](y) [9](z)") == [3, 1, 2, 5]

@@ -1,0 +1,83 @@
+"""The installed ``reactome-answers`` command, run as a user runs it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import jsonschema
+
+from callbacks.events import event_json_schema
+
+SCRIPT = Path(sys.executable).parent / "reactome-answers"
+
+
+def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    assert SCRIPT.exists(), f"{SCRIPT} missing: install the project with 'make test'"
+    return subprocess.run(
+        [str(SCRIPT), *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, **(env or {})},
+        check=False,
+    )
+
+
+def test_help_explains_commands_and_settings() -> None:
+    result = run("--help")
+    assert result.returncode == 0
+    for expected in ("schema", "config", "--home", "REACTOME_ANSWERS_HOME", "CHROMA_HOST"):
+        assert expected in result.stdout
+
+
+def test_version() -> None:
+    result = run("--version")
+    assert result.returncode == 0
+    assert result.stdout.startswith("reactome-answers 0.")
+
+
+def test_schema_prints_the_event_schema() -> None:
+    result = run("schema")
+    assert result.returncode == 0
+    printed = json.loads(result.stdout)
+    assert printed == event_json_schema()
+    jsonschema.Draft202012Validator.check_schema(printed)
+
+
+def test_config_reflects_environment_and_options(isolated_home: Path, tmp_path: Path) -> None:
+    shown = json.loads(run("config", env={"REACTOME_ANSWERS_LLM": "llamacpp"}).stdout)
+    assert shown["home"] == str(isolated_home)
+    assert shown["llm"] == "llamacpp"
+
+    other = tmp_path / "other-home"
+    before = json.loads(run("--home", str(other), "config", "--llm", "openai:m").stdout)
+    assert (before["home"], before["llm"]) == (str(other), "openai:m")
+    # An option given before the command survives the command's own (unset) copy of it.
+    after = json.loads(run("--cite-urls", "config").stdout)
+    assert after["cite_urls"] is True
+
+
+def test_bad_setting_is_one_line_and_non_zero() -> None:
+    result = run("config", env={"REACTOME_ANSWERS_LLM": "gpt-4"})
+    assert result.returncode == 1
+    assert result.stdout == ""
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1
+    assert lines[0].startswith("reactome-answers: error: ")
+    assert "REACTOME_ANSWERS_LLM" in lines[0]
+
+
+def test_unknown_command_is_a_usage_error() -> None:
+    result = run("frobnicate")
+    assert result.returncode == 2
+    assert "invalid choice" in result.stderr
+
+
+def test_missing_command_is_a_usage_error() -> None:
+    result = run()
+    assert result.returncode == 2
+    assert "COMMAND" in result.stderr

@@ -1,0 +1,40 @@
+"""The error hierarchy: stable codes that the CLI, HTTP layer and stream all rely on."""
+
+from __future__ import annotations
+
+import pipelines
+from pipelines import errors
+
+
+def error_classes() -> list[type[errors.ReactomeAnswersError]]:
+    return [getattr(errors, name) for name in errors.__all__]
+
+
+def test_every_error_is_one_of_ours_with_a_distinct_code() -> None:
+    classes = error_classes()
+    assert all(issubclass(cls, errors.ReactomeAnswersError) for cls in classes)
+    codes = [cls.code for cls in classes]
+    assert len(codes) == len(set(codes))
+
+
+def test_http_statuses_separate_the_callers_fault_from_ours() -> None:
+    assert errors.InputError.http_status == 422
+    assert errors.NotIngestedError.http_status == 503
+    assert errors.AnswerTimeoutError.http_status == 504
+    assert all(400 <= cls.http_status < 600 for cls in error_classes())
+
+
+def test_message_and_fix_read_as_one_line() -> None:
+    error = errors.NotIngestedError(
+        "collection 'reactome' is empty", fix="run 'reactome-answers ingest --sample'"
+    )
+    assert str(error) == "collection 'reactome' is empty; run 'reactome-answers ingest --sample'"
+    assert (error.message, error.fix) == (
+        "collection 'reactome' is empty",
+        "run 'reactome-answers ingest --sample'",
+    )
+
+
+def test_package_reexports_the_hierarchy() -> None:
+    for name in errors.__all__:
+        assert getattr(pipelines, name) is getattr(errors, name)
