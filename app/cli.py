@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
+from app._ingest_commands import add_ingest_arguments, cmd_collections, cmd_ingest
 from callbacks.events import event_json_schema
 from pipelines.errors import ReactomeAnswersError
 from pipelines.settings import Settings, env_var_for, load_settings
@@ -75,6 +76,34 @@ def _cmd_config(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def _add_json_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="print JSON")
+
+
+_Handler = Callable[[argparse.Namespace, Settings], int]
+_Arguments = Callable[[argparse.ArgumentParser], None]
+
+# name -> (one-line help, handler, adds the command's own arguments)
+_COMMANDS: dict[str, tuple[str, _Handler, _Arguments | None]] = {
+    "ingest": (
+        "ingest the sample corpus, a folder of Reactome release files, or a download",
+        cmd_ingest,
+        add_ingest_arguments,
+    ),
+    "collections": (
+        "list what is ingested: documents, chunks, release, files, model",
+        cmd_collections,
+        _add_json_flag,
+    ),
+    "schema": ("print the JSON Schema of one event of the answer stream", _cmd_schema, None),
+    "config": (
+        "print the settings in effect, after environment and options, as JSON",
+        _cmd_config,
+        None,
+    ),
+}
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=PROG,
@@ -91,18 +120,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     commands.required = True
-    handlers: dict[str, Callable[[argparse.Namespace, Settings], int]] = {
-        "schema": _cmd_schema,
-        "config": _cmd_config,
-    }
-    summaries = {
-        "schema": "print the JSON Schema of one event of the answer stream",
-        "config": "print the settings in effect, after environment and options, as JSON",
-    }
-    for name, handler in handlers.items():
-        sub = commands.add_parser(
-            name, parents=[common], help=summaries[name], description=summaries[name]
-        )
+    for name, (summary, handler, add_arguments) in _COMMANDS.items():
+        sub = commands.add_parser(name, parents=[common], help=summary, description=summary)
+        if add_arguments is not None:
+            add_arguments(sub)
         sub.set_defaults(handler=handler)
     return parser
 

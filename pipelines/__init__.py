@@ -4,6 +4,7 @@ from pipelines.citations import cited_numbers, finalize_citations, strip_out_of_
 from pipelines.errors import (
     AnswerTimeoutError,
     ConfigurationError,
+    DownloadError,
     EventLogError,
     InputError,
     ModelError,
@@ -16,6 +17,7 @@ from pipelines.settings import Settings, load_settings
 __all__ = [
     "AnswerTimeoutError",
     "ConfigurationError",
+    "DownloadError",
     "EventLogError",
     "InputError",
     "ModelError",

@@ -13,6 +13,7 @@ from typing import ClassVar
 __all__ = [
     "AnswerTimeoutError",
     "ConfigurationError",
+    "DownloadError",
     "EventLogError",
     "InputError",
     "ModelError",
@@ -74,6 +75,13 @@ class AnswerTimeoutError(ReactomeAnswersError):
 
     code = "timeout"
     http_status = 504
+
+
+class DownloadError(ReactomeAnswersError):
+    """A release file or user-guide page could not be fetched."""
+
+    code = "download_failed"
+    http_status = 502
 
 
 class EventLogError(ReactomeAnswersError):

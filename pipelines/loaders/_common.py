@@ -41,6 +41,12 @@ class SourceDocument:
     origin: str  # "file:line" for messages
     citation: dict[str, str] = field(default_factory=dict)
     metadata: dict[str, MetadataValue] = field(default_factory=dict)
+    # What the collection counts as one entity; user-guide sections of a page share its url.
+    entity: str = ""
+
+    @property
+    def entity_key(self) -> str:
+        return self.entity or self.key
 
 
 @dataclass(frozen=True)

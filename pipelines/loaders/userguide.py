@@ -202,6 +202,7 @@ def load_userguide(folder: Path) -> LoadResult:
                     origin=f"{page.name}:1",
                     citation={"url": url, "display_name": title},
                     metadata={"url": url, "page_title": title, "section": section},
+                    entity=url,
                 )
             )
         if not any(doc.metadata.get("url") == url for doc in result.documents):

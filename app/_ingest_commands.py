@@ -1,0 +1,153 @@
+"""The ``ingest`` and ``collections`` commands."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from pipelines import store
+from pipelines.errors import InputError
+from pipelines.ingest import CollectionSummary, ingest, locate_sources, sample_dir
+from pipelines.settings import Settings
+
+__all__ = ["add_ingest_arguments", "cmd_collections", "cmd_ingest"]
+
+_COLUMNS = ("added", "updated", "deleted", "unchanged", "skipped", "errors", "documents", "chunks")
+
+
+def _collection_list(value: str) -> list[str]:
+    names = [name.strip() for name in value.split(",") if name.strip()]
+    unknown = [name for name in names if name not in store.COLLECTION_NAMES]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(
+            f"unknown collection(s) {', '.join(unknown) or repr(value)}; "
+            f"choose from {', '.join(store.COLLECTION_NAMES)}"
+        )
+    return names
+
+
+def add_ingest_arguments(parser: argparse.ArgumentParser) -> None:
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument(
+        "--sample",
+        action="store_true",
+        help="ingest the small sample corpus bundled with the project",
+    )
+    source.add_argument(
+        "--from",
+        dest="from_dir",
+        type=Path,
+        metavar="DIR",
+        help="ingest release files found in DIR or its reactome/, disease_variants/ and "
+        "userguide/ folders",
+    )
+    source.add_argument(
+        "--download",
+        action="store_true",
+        help="fetch the release files from Reactome's download site, then ingest them",
+    )
+    parser.add_argument(
+        "--release",
+        metavar="N",
+        help="Reactome release number: which release --download fetches, and the release "
+        "recorded for --from (default: current / unknown)",
+    )
+    parser.add_argument(
+        "--download-url",
+        metavar="URL",
+        help="base URL to download from instead of Reactome's site (a mirror)",
+    )
+    parser.add_argument(
+        "--collections",
+        type=_collection_list,
+        metavar="A,B",
+        help=f"only these collections ({', '.join(store.COLLECTION_NAMES)})",
+    )
+    parser.add_argument("--json", action="store_true", help="print the summary as JSON")
+    parser.add_argument(
+        "--verbose", action="store_true", help="list every skipped or unreadable row"
+    )
+
+
+def _table(summaries: Sequence[CollectionSummary]) -> str:
+    header = ("collection", *_COLUMNS, "seconds")
+    rows = [
+        (s.name, *(str(getattr(s, column)) for column in _COLUMNS), f"{s.seconds:.1f}")
+        for s in summaries
+    ]
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+    lines = [
+        "  ".join(
+            cell.ljust(width) if i == 0 else cell.rjust(width)
+            for i, (cell, width) in enumerate(zip(row, widths, strict=True))
+        )
+        for row in [header, *rows]
+    ]
+    return "\n".join(lines)
+
+
+def cmd_ingest(args: argparse.Namespace, settings: Settings) -> int:
+    wanted = args.collections or list(store.COLLECTION_NAMES)
+    release = args.release or "unknown"
+    if args.download_url and not args.download:
+        raise InputError("--download-url only applies to --download", fix="drop --download-url")
+    if args.sample:
+        directory, label, release = sample_dir(), "sample", args.release or "sample"
+    elif args.download:
+        from pipelines.download import download_release
+
+        release = args.release or "current"
+        directory = download_release(
+            settings.home / "downloads" / release,
+            wanted,
+            release=args.release,
+            base_url=args.download_url,
+            progress=not args.json and sys.stderr.isatty(),
+        )
+        label = "download"
+    else:
+        directory, label = args.from_dir.resolve(), f"from {args.from_dir.resolve()}"
+
+    sources = locate_sources(directory, wanted, required=args.collections is not None)
+    progress = not args.json and sys.stderr.isatty()
+    summaries = ingest(settings, sources, release=release, source_label=label, progress=progress)
+
+    if args.json:
+        print(json.dumps({s.name: s.as_json(verbose=args.verbose) for s in summaries}, indent=2))
+    else:
+        print(_table(summaries))
+        for summary in summaries:
+            if summary.failure:
+                print(f"{summary.name}: {summary.failure}", file=sys.stderr)
+            if summary.problems and not args.verbose:
+                print(
+                    f"{summary.name}: {summary.skipped} skipped, {summary.errors} unreadable; "
+                    "--verbose lists them",
+                    file=sys.stderr,
+                )
+    if args.verbose and not args.json:
+        for summary in summaries:
+            for problem in summary.problems:
+                print(f"{summary.name}: {problem.kind}: {problem}", file=sys.stderr)
+    return 1 if any(summary.failure for summary in summaries) else 0
+
+
+def cmd_collections(args: argparse.Namespace, settings: Settings) -> int:
+    infos = store.collection_infos(store.open_client(settings))
+    if args.json:
+        print(json.dumps([info.as_json() for info in infos], indent=2))
+        return 0
+    if not infos:
+        print(f"nothing ingested in {settings.home}; run 'reactome-answers ingest --sample'")
+        return 0
+    for info in infos:
+        print(
+            f"{info.name}: {info.documents} documents, {info.chunks} chunks, "
+            f"release {info.release}, {info.embedding_model}, ingested {info.created_at}"
+        )
+        for file_name, digest in sorted(info.files.items()):
+            print(f"    {file_name}  sha256:{digest[:16]}")
+    return 0

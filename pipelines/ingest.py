@@ -1,0 +1,420 @@
+"""Ingestion: release files -> documents -> chunks -> a new collection version, then swap.
+
+Ids are deterministic (collection, stable id or url, chunk number) and every chunk carries a
+content hash, so a rerun knows what was added, updated, deleted or unchanged, re-embeds only
+what changed, and writes nothing at all when nothing did.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from chromadb.api import ClientAPI
+from langchain_core.embeddings import Embeddings
+from langchain_text_splitters import RecursiveCharacterTextSplitter
+from tqdm import tqdm
+
+from pipelines import store
+from pipelines.errors import InputError
+from pipelines.keyword_index import KeywordIndex
+from pipelines.loaders import LoadResult, Problem, SourceDocument
+from pipelines.loaders.reactome import PATHWAYS_FILE, RELATION_FILE, SUMMATION_FILE, load_reactome
+from pipelines.loaders.userguide import PAGE_SUFFIXES, load_userguide
+from pipelines.loaders.variants import VARIANTS_FILE, load_variants
+from pipelines.settings import Settings
+
+__all__ = [
+    "CollectionSources",
+    "CollectionSummary",
+    "chunk_documents",
+    "ingest",
+    "locate_sources",
+    "sample_dir",
+]
+
+# Chroma refuses a single add of more than ~5,400 records.
+_WRITE_BATCH = 2000
+_EMBED_BATCH = 256
+_READ_BATCH = 5000
+_SPLITTER = RecursiveCharacterTextSplitter(
+    chunk_size=1000, chunk_overlap=120, separators=["\n\n", "\n", ". ", "; ", ", ", " ", ""]
+)
+
+
+@dataclass(frozen=True)
+class CollectionSources:
+    """The files one collection is read from."""
+
+    name: str
+    paths: dict[str, Path]
+
+    def load(self) -> LoadResult:
+        if self.name == "reactome":
+            return load_reactome(
+                self.paths["summation"], self.paths.get("pathways"), self.paths.get("relation")
+            )
+        if self.name == "disease_variants":
+            return load_variants(self.paths["variants"])
+        return load_userguide(self.paths["pages"])
+
+    def describe(self) -> str:
+        return ", ".join(str(path) for path in self.paths.values())
+
+
+@dataclass
+class CollectionSummary:
+    name: str
+    added: int = 0
+    updated: int = 0
+    deleted: int = 0
+    unchanged: int = 0
+    skipped: int = 0
+    errors: int = 0
+    documents: int = 0
+    chunks: int = 0
+    seconds: float = 0.0
+    problems: list[Problem] = field(default_factory=list)
+    failure: str | None = None
+
+    def as_json(self, *, verbose: bool = False) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "added": self.added,
+            "updated": self.updated,
+            "deleted": self.deleted,
+            "unchanged": self.unchanged,
+            "skipped": self.skipped,
+            "errors": self.errors,
+            "documents": self.documents,
+            "chunks": self.chunks,
+            "seconds": round(self.seconds, 3),
+        }
+        if self.failure:
+            data["failure"] = self.failure
+        if verbose:
+            data["problems"] = [str(problem) for problem in self.problems]
+        return data
+
+
+def sample_dir() -> Path:
+    """The sample corpus: ``collections/`` in a source checkout, or the installed copy."""
+    candidates = [
+        Path(__file__).resolve().parents[1] / "collections",
+        Path(sys.prefix) / "share" / "reactome-answers" / "collections",
+    ]
+    for candidate in candidates:
+        if (candidate / "reactome" / SUMMATION_FILE).is_file():
+            return candidate
+    raise InputError(
+        "the bundled sample corpus is missing from this installation",
+        fix="reinstall reactome-answers, or ingest --from a folder of release files",
+    )
+
+
+def _first_file(folders: Sequence[Path], name: str) -> Path | None:
+    return next((folder / name for folder in folders if (folder / name).is_file()), None)
+
+
+def _page_folder(folders: Sequence[Path]) -> Path | None:
+    for folder in folders:
+        if folder.is_dir() and any(
+            path.suffix.lower() in PAGE_SUFFIXES for path in folder.iterdir()
+        ):
+            return folder
+    return None
+
+
+def locate_sources(
+    directory: Path, wanted: Sequence[str], *, required: bool
+) -> dict[str, CollectionSources]:
+    """Find each wanted collection's files in ``directory`` or its ``<collection>/`` folder.
+
+    With ``required`` (the user named the collections) a missing collection is an error;
+    otherwise it is left out, and only finding nothing at all is an error.
+    """
+    if not directory.is_dir():
+        raise InputError(f"{directory} is not a folder", fix="give --from an existing folder")
+    found: dict[str, CollectionSources] = {}
+    missing: list[str] = []
+    for name in wanted:
+        folders = [directory / name, directory]
+        paths: dict[str, Path] = {}
+        if name == "reactome":
+            roles = {"summation": SUMMATION_FILE, "pathways": PATHWAYS_FILE}
+            roles["relation"] = RELATION_FILE
+            for role, file_name in roles.items():
+                path = _first_file(folders, file_name)
+                if path is not None:
+                    paths[role] = path
+            needed = "summation"
+            looked_for = SUMMATION_FILE
+        elif name == "disease_variants":
+            path = _first_file(folders, VARIANTS_FILE)
+            if path is not None:
+                paths["variants"] = path
+            needed, looked_for = "variants", VARIANTS_FILE
+        else:
+            folder = _page_folder(folders)
+            if folder is not None:
+                paths["pages"] = folder
+            needed, looked_for = "pages", "user-guide pages (*.mdx, *.md, *.html)"
+        if needed in paths:
+            found[name] = CollectionSources(name, paths)
+        else:
+            missing.append(f"{name} ({looked_for} in {directory}/{name} or {directory})")
+    if (required and missing) or not found:
+        raise InputError(
+            f"no source files for {'; '.join(missing)}",
+            fix="point --from at a folder holding Reactome release files, or use --collections",
+        )
+    return found
+
+
+def _hash(*parts: str) -> str:
+    return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class Chunk:
+    id: str
+    text: str
+    embed_text: str
+    metadata: dict[str, str | int | float | bool]
+
+
+def _document_hash(document: SourceDocument) -> str:
+    return _hash(
+        document.title,
+        document.text,
+        json.dumps(document.citation, sort_keys=True),
+        json.dumps(document.metadata, sort_keys=True),
+    )
+
+
+def chunk_documents(collection: str, documents: Sequence[SourceDocument]) -> list[Chunk]:
+    """Split each document; every chunk keeps its entity's identity and citation.
+
+    ``entity_hash`` covers every document of an entity (all sections of a page), so a rerun
+    counts added, updated and deleted entities, not sections.
+    """
+    parts: dict[str, list[str]] = {}
+    for document in documents:
+        parts.setdefault(document.entity_key, []).append(_document_hash(document))
+    entity_hashes = {entity: _hash(*hashes) for entity, hashes in parts.items()}
+    chunks = []
+    for document in documents:
+        pieces = _SPLITTER.split_text(document.text) or [document.text]
+        doc_hash = _document_hash(document)
+        heading = document.title
+        section = document.metadata.get("section")
+        if isinstance(section, str) and section and section != document.title:
+            heading = f"{document.title}: {section}"
+        for number, piece in enumerate(pieces):
+            embed_text = f"{heading}\n{piece}"
+            metadata: dict[str, str | int | float | bool] = {
+                **document.metadata,
+                "collection": collection,
+                "doc_key": document.key,
+                "entity": document.entity_key,
+                "entity_hash": entity_hashes[document.entity_key],
+                "title": document.title,
+                "display_name": document.citation.get("display_name", document.title),
+                "origin": document.origin,
+                "chunk": number,
+                "n_chunks": len(pieces),
+                "doc_hash": doc_hash,
+                "content_hash": _hash(embed_text, doc_hash),
+                "citable": "st_id" in document.citation,
+            }
+            if "st_id" in document.citation:
+                metadata["st_id"] = document.citation["st_id"]
+            if "url" in document.citation:
+                metadata["url"] = document.citation["url"]
+            chunks.append(
+                Chunk(f"{collection}:{document.key}:{number}", piece, embed_text, metadata)
+            )
+    return chunks
+
+
+def _read_all(version: store.StoredVersion) -> Iterator[tuple[str, dict[str, Any]]]:
+    offset = 0
+    while True:
+        page = version.collection.get(include=["metadatas"], limit=_READ_BATCH, offset=offset)
+        ids = page["ids"]
+        for chunk_id, metadata in zip(ids, page["metadatas"] or [], strict=True):
+            yield chunk_id, dict(metadata or {})
+        if len(ids) < _READ_BATCH:
+            return
+        offset += _READ_BATCH
+
+
+def _old_embeddings(version: store.StoredVersion, ids: Sequence[str]) -> dict[str, list[float]]:
+    vectors: dict[str, list[float]] = {}
+    for start in range(0, len(ids), _READ_BATCH):
+        page = version.collection.get(
+            ids=list(ids[start : start + _READ_BATCH]), include=["embeddings"]
+        )
+        embeddings = page["embeddings"]
+        if embeddings is None:
+            continue
+        for chunk_id, vector in zip(page["ids"], embeddings, strict=True):
+            vectors[chunk_id] = [float(value) for value in vector]
+    return vectors
+
+
+def _ingest_one(
+    client: ClientAPI,
+    settings: Settings,
+    sources: CollectionSources,
+    embeddings: Embeddings,
+    *,
+    release: str,
+    source_label: str,
+    progress: bool,
+) -> CollectionSummary:
+    started = time.perf_counter()
+    summary = CollectionSummary(sources.name)
+    loaded = sources.load()
+    summary.problems = loaded.problems
+    summary.skipped = sum(problem.kind == "skipped" for problem in loaded.problems)
+    summary.errors = sum(problem.kind == "error" for problem in loaded.problems)
+    previous = store.active_version(client, sources.name)
+    if not loaded.documents:
+        summary.failure = (
+            f"nothing to ingest from {sources.describe()}"
+            + (f": {loaded.problems[0]}" if loaded.problems else "")
+            + ("; the previous collection is kept" if previous else "")
+        )
+        summary.seconds = time.perf_counter() - started
+        return summary
+
+    chunks = chunk_documents(sources.name, loaded.documents)
+    new_docs = {chunk.metadata["entity"]: chunk.metadata["entity_hash"] for chunk in chunks}
+    old_docs: dict[str, Any] = {}
+    old_chunks: dict[str, Any] = {}
+    if previous is not None:
+        for chunk_id, metadata in _read_all(previous):
+            old_docs[metadata.get("entity", chunk_id)] = metadata.get("entity_hash")
+            old_chunks[chunk_id] = metadata.get("content_hash")
+    summary.added = sum(key not in old_docs for key in new_docs)
+    summary.deleted = sum(key not in new_docs for key in old_docs)
+    summary.updated = sum(
+        key in old_docs and old_docs[key] != value for key, value in new_docs.items()
+    )
+    summary.unchanged = len(new_docs) - summary.added - summary.updated
+    summary.documents, summary.chunks = len(new_docs), len(chunks)
+
+    model = settings.embeddings
+    facts: dict[str, str | int | float | bool] = {
+        store.LOGICAL: sources.name,
+        store.RELEASE: release,
+        store.MODEL: model,
+        store.FILES: json.dumps(loaded.files, sort_keys=True),
+        store.DOCUMENTS: summary.documents,
+        store.CHUNKS: summary.chunks,
+        store.SOURCE: source_label,
+    }
+    same_model = previous is not None and previous.metadata.get(store.MODEL) == model
+    same_chunks = {chunk.id: chunk.metadata["content_hash"] for chunk in chunks} == old_chunks
+    if previous is not None and same_model and same_chunks:
+        kept = {key: previous.metadata.get(key) for key in facts}
+        if kept != facts:  # same content from a newly named release or file: record it
+            previous.collection.modify(metadata={**previous.metadata, **facts})
+        summary.seconds = time.perf_counter() - started
+        return summary
+
+    reusable = (
+        _old_embeddings(
+            previous,
+            [c.id for c in chunks if old_chunks.get(c.id) == c.metadata["content_hash"]],
+        )
+        if previous is not None and same_model
+        else {}
+    )
+    version = store.new_version_name(sources.name)
+    collection = client.create_collection(
+        version,
+        embedding_function=None,
+        configuration={"hnsw": {"space": "cosine"}},
+        metadata={**facts, store.COMPLETE: False},
+    )
+    try:
+        to_embed = [chunk for chunk in chunks if chunk.id not in reusable]
+        with tqdm(
+            total=len(to_embed),
+            desc=f"{sources.name:>16}",
+            unit="chunk",
+            disable=not progress,
+            file=sys.stderr,
+            leave=False,
+        ) as bar:
+            for start in range(0, len(to_embed), _EMBED_BATCH):
+                batch = to_embed[start : start + _EMBED_BATCH]
+                fresh = embeddings.embed_documents([chunk.embed_text for chunk in batch])
+                reusable.update(zip((chunk.id for chunk in batch), fresh, strict=True))
+                bar.update(len(batch))
+        for start in range(0, len(chunks), _WRITE_BATCH):
+            batch = chunks[start : start + _WRITE_BATCH]
+            # Chroma's annotation wants this exact element type; the values are float lists.
+            vectors: list[Sequence[float] | Sequence[int]] = [reusable[c.id] for c in batch]
+            collection.add(
+                ids=[chunk.id for chunk in batch],
+                embeddings=vectors,
+                documents=[chunk.text for chunk in batch],
+                metadatas=[chunk.metadata for chunk in batch],
+            )
+        KeywordIndex.build([c.id for c in chunks], [c.embed_text for c in chunks]).save(
+            store.keyword_index_dir(settings, version)
+        )
+        created = datetime.now(UTC).isoformat(timespec="seconds")
+        # The swap: one metadata write makes the new version the one readers use.
+        collection.modify(metadata={**facts, store.CREATED: created, store.COMPLETE: True})
+    except BaseException:
+        store.remove_version(client, settings, version)
+        raise
+    for stale in store.stale_versions(client, sources.name, keep=version):
+        store.remove_version(client, settings, stale.name)
+    summary.seconds = time.perf_counter() - started
+    return summary
+
+
+def ingest(
+    settings: Settings,
+    sources: dict[str, CollectionSources],
+    *,
+    release: str = "unknown",
+    source_label: str = "",
+    embeddings: Embeddings | None = None,
+    progress: bool = False,
+    client: ClientAPI | None = None,
+    on_done: Callable[[CollectionSummary], None] | None = None,
+) -> list[CollectionSummary]:
+    """Ingest each collection in turn; one collection's failure does not stop the others."""
+    from pipelines.embeddings import make_embeddings
+
+    client = client or store.open_client(settings)
+    embeddings = embeddings or make_embeddings(settings)
+    summaries = []
+    for name in store.COLLECTION_NAMES:
+        if name not in sources:
+            continue
+        summary = _ingest_one(
+            client,
+            settings,
+            sources[name],
+            embeddings,
+            release=release,
+            source_label=source_label,
+            progress=progress,
+        )
+        summaries.append(summary)
+        if on_done is not None:
+            on_done(summary)
+    return summaries
