@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
+from langchain_core.embeddings import Embeddings
 
 from pipelines.settings import ENV_PREFIX
 
@@ -23,3 +24,11 @@ def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     home = tmp_path / "home"
     monkeypatch.setenv(f"{ENV_PREFIX}HOME", str(home))
     return home
+
+
+@pytest.fixture(scope="session")
+def minilm() -> Embeddings:
+    """The real offline embedding model, loaded once for the whole run."""
+    from pipelines.embeddings import MiniLMEmbeddings
+
+    return MiniLMEmbeddings()

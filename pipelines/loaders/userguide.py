@@ -153,7 +153,10 @@ def _page_url(path: Path, front: dict[str, object], index: dict[str, str]) -> st
             return url if _SITE_PATH_RE.fullmatch(url) or url.startswith("https://") else None
     if path.stem in index:
         return index[path.stem]
-    return "/userguide" if path.stem == "index" else f"/userguide/{path.stem}"
+    if path.stem in ("index", "userguide"):
+        return "/userguide"
+    # A name with "_" is a flattened site path, as the downloader saves pages.
+    return "/" + path.stem.replace("_", "/") if "_" in path.stem else f"/userguide/{path.stem}"
 
 
 def load_userguide(folder: Path) -> LoadResult:
