@@ -29,11 +29,9 @@ unit: $(BIN)/.installed
 	$(BIN)/pytest
 
 demo: $(BIN)/.installed
-	@$(BIN)/reactome-answers --version
-	@echo "The answer pipeline is not built yet: 'ingest --sample' and 'ask' arrive with the"
-	@echo "collections and pipeline issues. What works today:"
-	@echo "  $(BIN)/reactome-answers schema   # JSON Schema of the event stream"
-	@echo "  $(BIN)/reactome-answers config   # settings in effect"
+	$(BIN)/reactome-answers ingest --sample
+	$(BIN)/reactome-answers collections
+	@echo "Answering questions ('reactome-answers ask') arrives with the answer pipeline."
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache .hypothesis

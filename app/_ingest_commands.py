@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from pipelines import store
+from pipelines.definitions import load_definitions
 from pipelines.errors import InputError
 from pipelines.ingest import CollectionSummary, ingest, locate_sources, sample_dir
 from pipelines.settings import Settings
@@ -143,11 +144,14 @@ def cmd_collections(args: argparse.Namespace, settings: Settings) -> int:
     if not infos:
         print(f"nothing ingested in {settings.home}; run 'reactome-answers ingest --sample'")
         return 0
+    definitions = load_definitions(sample_dir())
     for info in infos:
         print(
             f"{info.name}: {info.documents} documents, {info.chunks} chunks, "
             f"release {info.release}, {info.embedding_model}, ingested {info.created_at}"
         )
+        if info.name in definitions:
+            print(f"    {definitions[info.name].description}")
         for file_name, digest in sorted(info.files.items()):
             print(f"    {file_name}  sha256:{digest[:16]}")
     return 0

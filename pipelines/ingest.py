@@ -27,7 +27,7 @@ from pipelines.errors import InputError
 from pipelines.keyword_index import KeywordIndex
 from pipelines.loaders import LoadResult, Problem, SourceDocument
 from pipelines.loaders.reactome import PATHWAYS_FILE, RELATION_FILE, SUMMATION_FILE, load_reactome
-from pipelines.loaders.userguide import PAGE_SUFFIXES, load_userguide
+from pipelines.loaders.userguide import is_page, load_userguide
 from pipelines.loaders.variants import VARIANTS_FILE, load_variants
 from pipelines.settings import Settings
 
@@ -124,9 +124,7 @@ def _first_file(folders: Sequence[Path], name: str) -> Path | None:
 
 def _page_folder(folders: Sequence[Path]) -> Path | None:
     for folder in folders:
-        if folder.is_dir() and any(
-            path.suffix.lower() in PAGE_SUFFIXES for path in folder.iterdir()
-        ):
+        if folder.is_dir() and any(is_page(path) for path in folder.iterdir()):
             return folder
     return None
 

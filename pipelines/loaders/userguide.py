@@ -16,7 +16,7 @@ import yaml
 
 from pipelines.loaders._common import LoadResult, SourceDocument, read_lines
 
-__all__ = ["PAGE_SUFFIXES", "SOURCES_FILE", "clean_markdown", "load_userguide"]
+__all__ = ["PAGE_SUFFIXES", "SOURCES_FILE", "clean_markdown", "is_page", "load_userguide"]
 
 PAGE_SUFFIXES = (".mdx", ".md", ".html", ".htm")
 SOURCES_FILE = "SOURCES.tsv"
@@ -159,10 +159,15 @@ def _page_url(path: Path, front: dict[str, object], index: dict[str, str]) -> st
     return "/" + path.stem.replace("_", "/") if "_" in path.stem else f"/userguide/{path.stem}"
 
 
+def is_page(path: Path) -> bool:
+    """A user-guide page by its suffix; a folder's README is about the files, not a page."""
+    return path.suffix.lower() in PAGE_SUFFIXES and path.name.lower() != "readme.md"
+
+
 def load_userguide(folder: Path) -> LoadResult:
     result = LoadResult()
     index = _url_index(folder, result)
-    pages = sorted(p for p in folder.iterdir() if p.suffix.lower() in PAGE_SUFFIXES)
+    pages = sorted(p for p in folder.iterdir() if is_page(p))
     for page in pages:
         lines = list(read_lines(page, result))
         if any(problem.origin.startswith(f"{page.name}:") for problem in result.problems):
