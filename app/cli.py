@@ -7,7 +7,9 @@ command name and override the matching environment variables.
 from __future__ import annotations
 
 import argparse
+import errno
 import json
+import os
 import sys
 from collections.abc import Callable, Sequence
 from importlib.metadata import PackageNotFoundError, version
@@ -21,6 +23,9 @@ from pipelines.settings import Settings, env_var_for, load_settings
 __all__ = ["build_parser", "main"]
 
 PROG = "reactome-answers"
+# Failures writing our own output (a full disk, a closed terminal), told from failures of
+# files we were asked to read, which carry a filename.
+_OUTPUT_ERRNOS = frozenset({errno.ENOSPC, errno.EIO, errno.EPIPE, errno.EBADF})
 
 _DESCRIPTION = """\
 Answer questions about human biology from Reactome, with every [n] citation pointing at a
@@ -142,6 +147,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # The reader went away (`... | head`): nothing left to say, and nothing to flush.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+    except OSError as error:
+        if error.filename is None and error.errno in _OUTPUT_ERRNOS:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            print(f"{PROG}: error: cannot write the output ({error.strerror})", file=sys.stderr)
+            return 1
+        raise
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ import re
 from typing import Annotated, Any, Literal, Self
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -46,31 +47,61 @@ __all__ = [
 
 # Reactome stable ids: R-<species>-<number>, optionally with a version suffix (R-HSA-69278.3).
 _ST_ID_RE = re.compile(r"R-[A-Z]{3,4}-[0-9]+(?:\.[0-9]+)?")
-_SITE_PATH_RE = re.compile(r"/(?!/)[^\s\\]*")
-_HTTP_URL_RE = re.compile(r"https?://[^\s/\\]+[^\s\\]*", re.IGNORECASE)
-# Source-file extensions: a url ending in one is a file path that leaked into metadata.
-_SOURCE_FILE_SUFFIXES = (".md", ".mdx", ".txt", ".tsv")
+_SITE_PATH_PATTERN = r"/(?!/)[^\s\\]*"
+_HTTP_URL_PATTERN = r"[Hh][Tt][Tt][Pp][Ss]?://[^\s/\\]+[^\s\\]*"
+_URL_RE = re.compile(f"{_SITE_PATH_PATTERN}|{_HTTP_URL_PATTERN}")
+# A url whose path ends in a source-file extension, or a site path under a filesystem root,
+# is a local file path that leaked into metadata, never a page address.
+_SOURCE_FILE_SUFFIXES = (".md", ".mdx", ".txt", ".tsv", ".json", ".py")
+_SITE_PATH_ONLY_SUFFIXES = (".html", ".htm")
+_FILESYSTEM_ROOTS = frozenset(
+    {"bin", "boot", "dev", "etc", "home", "lib", "media", "mnt", "opt", "private", "proc"}
+    | {"root", "run", "srv", "sys", "tmp", "usr", "var", "work", "Users", "Volumes"}
+)
+
+# JSON can only carry finite numbers and well-formed Unicode; refuse the first and repair
+# the second (a lone surrogate from a broken decoder becomes U+FFFD) so every event we
+# accept can be sent.
+_MODEL_CONFIG = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+
+_SURROGATE_RE = re.compile("[\ud800-\udfff]")
+
+
+def _well_formed(value: str) -> str:
+    # A Python str never holds a surrogate pair, so any surrogate in it is a lone one.
+    return _SURROGATE_RE.sub("\ufffd", value)
+
+
+Text = Annotated[str, AfterValidator(_well_formed)]
+JsonScalar = str | int | float | bool | None
 
 DoneState = Literal["answered", "nothing_found", "refused", "failed"]
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = _MODEL_CONFIG
 
 
 def _citation_schema(schema: dict[str, Any]) -> None:
     # The wire never carries a null identifier (see _omit_absent_identifier), so the schema
     # says "a string, and exactly one of the two" rather than "string or null".
     properties = schema["properties"]
-    properties["st_id"] = {"type": "string", "pattern": f"^{_ST_ID_RE.pattern}$"}
-    properties["url"] = {"type": "string", "description": "site path or http(s) URL"}
+    # (?![\s\S]) ends the match in every regex dialect; "$" also admits a final newline in
+    # Python's.
+    properties["st_id"] = {"type": "string", "pattern": f"^{_ST_ID_RE.pattern}(?![\\s\\S])"}
+    properties["url"] = {
+        "type": "string",
+        "description": "site path or http(s) URL, never a local file path",
+        "pattern": f"^(?:{_SITE_PATH_PATTERN}|{_HTTP_URL_PATTERN})(?![\\s\\S])",
+    }
     schema["oneOf"] = [{"required": ["st_id"]}, {"required": ["url"]}]
 
 
 class _CitesOneSource(_Model):
     """Validation shared by citations and references; subclasses declare the fields."""
 
-    model_config = ConfigDict(json_schema_extra=_citation_schema)
+    model_config = ConfigDict(**_MODEL_CONFIG, json_schema_extra=_citation_schema)
 
     @field_validator("st_id", check_fields=False)
     @classmethod
@@ -84,12 +115,16 @@ class _CitesOneSource(_Model):
     def _check_url(cls, value: str | None) -> str | None:
         if value is None:
             return value
-        if not (_SITE_PATH_RE.fullmatch(value) or _HTTP_URL_RE.fullmatch(value)):
+        if not _URL_RE.fullmatch(value):
             raise ValueError(
                 f"url {value!r} is neither a site path such as /userguide/pathway-browser "
                 "nor an http(s) URL"
             )
-        if value.lower().endswith(_SOURCE_FILE_SUFFIXES) or "/../" in value:
+        path = re.split(r"[?#]", value, maxsplit=1)[0].lower()
+        site_path = value.startswith("/")
+        suffixes = _SOURCE_FILE_SUFFIXES + (_SITE_PATH_ONLY_SUFFIXES if site_path else ())
+        first_segment = value.split("/")[1] if site_path else ""
+        if path.endswith(suffixes) or "/../" in path or first_segment in _FILESYSTEM_ROOTS:
             raise ValueError(f"url {value!r} looks like a local file path, not a page address")
         return value
 
@@ -114,8 +149,8 @@ class CitationData(_CitesOneSource):
     n: int = Field(ge=1, description="1-based number in retrieval (fused ranking) order")
     st_id: str | None = Field(default=None, examples=["R-HSA-5682113"])
     url: str | None = Field(default=None, examples=["/userguide/pathway-browser"])
-    display_name: str = Field(min_length=1)
-    collection: str = Field(min_length=1, examples=["reactome", "disease_variants", "userguide"])
+    display_name: Text = Field(min_length=1)
+    collection: Text = Field(min_length=1, examples=["reactome", "disease_variants", "userguide"])
 
 
 class Reference(_CitesOneSource):
@@ -123,23 +158,23 @@ class Reference(_CitesOneSource):
     source_n: int = Field(ge=1, description="the n of the early citation event it came from")
     st_id: str | None = None
     url: str | None = None
-    display_name: str = Field(min_length=1)
-    collection: str = Field(min_length=1)
+    display_name: Text = Field(min_length=1)
+    collection: Text = Field(min_length=1)
 
 
 class StartData(_Model):
-    question: str
+    question: Text
     collections: list[str]
-    options: dict[str, Any] = Field(default_factory=dict)
+    options: dict[str, JsonScalar | list[str]] = Field(default_factory=dict)
 
 
 class TokenData(_Model):
-    text: str
+    text: Text
 
 
 class ErrorData(_Model):
     code: str = Field(min_length=1, examples=["timeout", "store_unavailable"])
-    message: str = Field(min_length=1)
+    message: Text = Field(min_length=1)
 
 
 class Usage(_Model):
@@ -154,7 +189,7 @@ class Timings(_Model):
 
 class DoneData(_Model):
     state: DoneState
-    text: str = ""
+    text: Text = ""
     references: list[Reference] = Field(default_factory=list)
     usage: Usage = Field(default_factory=Usage)
     timings: Timings

@@ -7,9 +7,11 @@ Two passes run after generation, in this order:
    first-citation order and rewrites the markers to match.
 
 A *marker* is a bracket group of 1-based numbers and ascending ranges, as models write them:
-``[3]``, ``[1, 3]``, ``[1,3]``, ``[1-3]``. Groups written with nothing between them
-(``[1][3]``) form one *cluster*. A bracket group followed by ``(`` is a Markdown link, not a
-marker, and nothing inside inline code or a fenced code block is ever a marker.
+``[3]``, ``[1, 3]``, ``[1,3]``, ``[1; 3]``, ``[1-3]`` (also with an en dash, em dash or minus
+sign), with optional spaces inside the brackets. Groups written with nothing between them
+(``[1][3]``) form one *cluster*. These are not markers: a Markdown link ``[1](url)`` and its
+text ``[[1]](url)``, a link reference definition ``[1]: url`` at the start of a line, a
+descending range, and anything inside inline code or a fenced code block.
 """
 
 from __future__ import annotations
@@ -24,10 +26,10 @@ __all__ = ["cited_numbers", "finalize_citations", "strip_out_of_range_markers"]
 
 T = TypeVar("T")
 
-# One item is a number or a range; the en dash is accepted because models emit it for ranges.
-_ITEM = r"[0-9]+(?: *[-\u2013] *[0-9]+)?"
-_GROUP_RE = re.compile(rf"\[({_ITEM}(?: *, *{_ITEM})*)\]")
-_ITEM_RE = re.compile(r"([0-9]+)(?: *[-\u2013] *([0-9]+))?")
+_DASHES = "-\u2013\u2014\u2212"  # hyphen, en dash, em dash, minus sign
+_ITEM = rf"[0-9]+(?: *[{_DASHES}] *[0-9]+)?"
+_GROUP_RE = re.compile(rf"\[ *({_ITEM}(?: *[,;] *{_ITEM})*) *\]")
+_ITEM_RE = re.compile(rf"([0-9]+)(?: *[{_DASHES}] *([0-9]+))?")
 _FENCE_RE = re.compile(r" {0,3}(`{3,}|~{3,})(.*)")
 _BACKTICKS_RE = re.compile(r"`+")
 _LINE_RE = re.compile(r"[^\n]*\n?")
@@ -42,8 +44,10 @@ _MAX_RANGE_EXPANSION = 10_000
 
 _HSPACE = " \t"
 # A removed marker takes the space before it along when what follows would otherwise sit
-# after a stray space.
-_CLOSERS = frozenset(" \t\r\n.,;:!?)")
+# after a stray space: the end of the text or line, punctuation, a closing bracket...
+_CLOSERS = frozenset(" \t\r\n.,;:!?)]")
+# ...or a closing emphasis or quote mark, told from an opening one by what comes after it.
+_CLOSING_MARKS = frozenset("*_\"'\u2019\u201d\u00bb")
 
 
 @dataclass(frozen=True)
@@ -80,7 +84,7 @@ def _parse_items(body: str) -> tuple[tuple[int, int], ...] | None:
 def _code_spans(text: str) -> list[tuple[int, int]]:
     """Return the ``[start, end)`` spans of fenced code blocks and inline code spans."""
     spans: list[tuple[int, int]] = []
-    prose_start = 0
+    paragraph_start = 0
     fence: tuple[str, int, int] | None = None  # (fence char, fence length, block start)
     for line in _LINE_RE.finditer(text):
         if line.start() == line.end():
@@ -88,12 +92,17 @@ def _code_spans(text: str) -> list[tuple[int, int]]:
         content = line.group().rstrip("\n")
         opener = _FENCE_RE.fullmatch(content)
         if fence is None:
+            if not content.strip():
+                # Inline code never crosses a blank line: pair backticks paragraph by paragraph.
+                spans.extend(_inline_code_spans(text, paragraph_start, line.start()))
+                paragraph_start = line.end()
+                continue
             if opener is None:
                 continue
             marks, info = opener.group(1), opener.group(2)
             if marks[0] == "`" and "`" in info:
                 continue  # CommonMark: a backtick fence's info string has no backticks
-            spans.extend(_inline_code_spans(text, prose_start, line.start()))
+            spans.extend(_inline_code_spans(text, paragraph_start, line.start()))
             fence = (marks[0], len(marks), line.start())
         elif (
             opener is not None
@@ -103,12 +112,19 @@ def _code_spans(text: str) -> list[tuple[int, int]]:
         ):
             spans.append((fence[2], line.end()))
             fence = None
-            prose_start = line.end()
+            paragraph_start = line.end()
     if fence is not None:
         spans.append((fence[2], len(text)))  # an unclosed fence runs to the end
     else:
-        spans.extend(_inline_code_spans(text, prose_start, len(text)))
+        spans.extend(_inline_code_spans(text, paragraph_start, len(text)))
     return spans
+
+
+def _escaped(text: str, position: int) -> bool:
+    backslashes = 0
+    while position - backslashes - 1 >= 0 and text[position - backslashes - 1] == "\\":
+        backslashes += 1
+    return backslashes % 2 == 1
 
 
 def _inline_code_spans(text: str, start: int, end: int) -> list[tuple[int, int]]:
@@ -120,16 +136,27 @@ def _inline_code_spans(text: str, start: int, end: int) -> list[tuple[int, int]]
     index = 0
     while index < len(runs):
         run_start, run_end = runs[index]
-        same_length = by_length[run_end - run_start]
+        if _escaped(text, run_start):
+            # `\`` is a literal backtick; the rest of the run may still open a span.
+            run_start += 1
+        length = run_end - run_start
+        same_length = by_length.get(length, [])
         # A span closes at the next backtick run of exactly the opening length.
         position = bisect.bisect_right(same_length, index)
-        if position < len(same_length):
+        if length and position < len(same_length):
             closer = same_length[position]
             spans.append((run_start, runs[closer][1]))
             index = closer + 1
         else:
             index += 1  # an unmatched run is literal backticks
     return spans
+
+
+def _is_reference_definition(text: str, start: int, end: int) -> bool:
+    if not text.startswith(":", end):
+        return False
+    line_start = text.rfind("\n", 0, start) + 1
+    return start - line_start <= 3 and not text[line_start:start].strip(" ")
 
 
 def _clusters(text: str) -> list[_Cluster]:
@@ -142,11 +169,15 @@ def _clusters(text: str) -> list[_Cluster]:
 
     groups: list[_Group] = []
     for match in _GROUP_RE.finditer(text):
-        if text.startswith("(", match.end()) or in_code(match.start()):
+        start, end = match.span()
+        link = text.startswith("(", end) or (
+            start > 0 and text[start - 1] == "[" and text.startswith("](", end)
+        )
+        if link or _is_reference_definition(text, start, end) or in_code(start):
             continue
         items = _parse_items(match.group(1))
         if items is not None:
-            groups.append(_Group(match.start(), match.end(), items))
+            groups.append(_Group(start, end, items))
 
     clusters: list[_Cluster] = []
     run: list[_Group] = []
@@ -165,33 +196,51 @@ def _numbers_in_range(items: Sequence[tuple[int, int]], n_sources: int) -> Itera
         yield from range(max(low, 1), min(high, n_sources) + 1)
 
 
+def _closes(text: str, position: int) -> bool:
+    """Whether ``text[position:]`` starts with something no space should stand before."""
+    following = text[position : position + 1]
+    if not following or following in _CLOSERS:
+        return True
+    if following in _CLOSING_MARKS:
+        end = position
+        while end < len(text) and text[end] == following:
+            end += 1
+        return end == len(text) or not text[end].isalnum()
+    return False
+
+
 def _rewrite(text: str, clusters: Sequence[_Cluster], replacements: Sequence[str]) -> str:
     """Replace each cluster with its replacement; an empty one removes the cluster tidily."""
     out: list[str] = []
     position = 0
+    # Whether the output so far, trailing spaces aside, ends a line (or is empty).
+    at_line_start = True
     for cluster, replacement in zip(clusters, replacements, strict=True):
-        out.append(text[position : cluster.start])
+        segment = text[position : cluster.start]
+        out.append(segment)
+        content = segment.rstrip(_HSPACE)
+        if content:
+            at_line_start = content[-1] in "\r\n"
         position = cluster.end
         if replacement:
             out.append(replacement)
+            at_line_start = False
             continue
-        following = text[position : position + 1]
-        if following and following in _HSPACE and _at_line_start(out):
+        rest = position
+        while rest < len(text) and text[rest] in _HSPACE:
+            rest += 1
+        if at_line_start and text.startswith(("\r\n", "\n", "\r"), rest):
+            # A marker alone on its line: drop the line, not just the marker, so one
+            # paragraph does not become two.
+            _drop_trailing_hspace(out)
+            position = rest + (2 if text.startswith("\r\n", rest) else 1)
+        elif at_line_start and rest > position:
             # Only indentation before the marker: keep it, drop the space after instead.
-            while position < len(text) and text[position] in _HSPACE:
-                position += 1
-        elif not following or following in _CLOSERS:
+            position = rest
+        elif _closes(text, position):
             _drop_trailing_hspace(out)
     out.append(text[position:])
     return "".join(out)
-
-
-def _at_line_start(out: list[str]) -> bool:
-    for piece in reversed(out):
-        content = piece.rstrip(_HSPACE)
-        if content:
-            return content[-1] in "\r\n"
-    return True
 
 
 def _drop_trailing_hspace(out: list[str]) -> None:
@@ -235,10 +284,11 @@ def strip_out_of_range_markers(text: str, n_sources: int) -> str:
     ``[0]`` and ``[7]`` go when there are 4 sources; ``[1, 9]`` becomes ``[1]`` and
     ``[3-6]`` becomes ``[3-4]``. In-range markers are left exactly as written. A removed
     marker takes its neighbouring space with it, so no doubled space or space before
-    punctuation is left behind.
+    punctuation is left behind, and a marker alone on a line takes the line with it.
     """
     # Removing a marker can join its neighbours into a new one (``[[9]1]``); repeat until
-    # nothing changes so that stripping twice is the same as stripping once.
+    # nothing changes so that stripping twice is the same as stripping once. Each round
+    # costs one scan, so deeply nested brackets cost one scan per level.
     while True:
         stripped = _strip_once(text, n_sources)
         if stripped == text:
@@ -257,6 +307,14 @@ def cited_numbers(text: str) -> list[int]:
     return list(seen)
 
 
+def _cites_any(text: str, n_sources: int) -> bool:
+    return any(
+        next(_numbers_in_range(group.items, n_sources), None) is not None
+        for cluster in _clusters(text)
+        for group in cluster.groups
+    )
+
+
 def finalize_citations(text: str, sources: Sequence[T]) -> tuple[str, list[T]]:
     """Keep only the cited sources, renumbered in first-citation order, and rewrite the text.
 
@@ -265,18 +323,14 @@ def finalize_citations(text: str, sources: Sequence[T]) -> tuple[str, list[T]]:
     ascending new number (``[3, 1]`` -> ``[1][2]``, ``[2][2]`` -> ``[1]``). Markers outside
     ``1..len(sources)`` are removed as :func:`strip_out_of_range_markers` would.
 
-    When the text cites no source at all, the text and a copy of the untouched list come
-    back, so an answer from a model that ignored the citation contract keeps its sources.
+    When the text cites no source at all, a copy of the untouched list comes back, so an
+    answer from a model that ignored the citation contract keeps its sources; the text then
+    comes back unchanged (run :func:`strip_out_of_range_markers` first to clear markers that
+    point nowhere).
     """
     n_sources = len(sources)
-    cites_something = any(
-        next(_numbers_in_range(group.items, n_sources), None) is not None
-        for cluster in _clusters(text)
-        for group in cluster.groups
-    )
-    if not cites_something:
+    if not _cites_any(text, n_sources):
         return text, list(sources)
-
     text = strip_out_of_range_markers(text, n_sources)
     clusters = _clusters(text)
     new_number: dict[int, int] = {}
@@ -287,4 +341,8 @@ def finalize_citations(text: str, sources: Sequence[T]) -> tuple[str, list[T]]:
             for old in _numbers_in_range(group.items, n_sources):
                 numbers.add(new_number.setdefault(old, len(new_number) + 1))
         replacements.append("".join(f"[{number}]" for number in sorted(numbers)))
+    if not new_number:
+        # Stripping changed what counts as code (a removed marker completed a fence), and
+        # nothing is cited any more: the untouched list stays, as for any uncited text.
+        return text, list(sources)
     return _rewrite(text, clusters, replacements), [sources[old - 1] for old in new_number]

@@ -29,8 +29,10 @@ _EMBEDDINGS_RE = re.compile(r"all-MiniLM-L6-v2|openai:[^\s:][^\s]*")
 
 def default_home() -> Path:
     """``$XDG_DATA_HOME/reactome-answers``, falling back to ``~/.local/share/reactome-answers``."""
-    data_home = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(data_home) / "reactome-answers"
+    data_home = Path(os.environ.get("XDG_DATA_HOME") or "")
+    if not data_home.is_absolute():  # the XDG spec says to ignore a relative value
+        data_home = Path.home() / ".local" / "share"
+    return data_home / "reactome-answers"
 
 
 class Settings(BaseSettings):
@@ -38,6 +40,9 @@ class Settings(BaseSettings):
 
     model_config = SettingsConfigDict(
         env_prefix=ENV_PREFIX,
+        # An empty variable means "not set", never "the current folder" or "no host".
+        env_ignore_empty=True,
+        allow_inf_nan=False,
         extra="forbid",
         frozen=True,
         populate_by_name=True,
@@ -87,10 +92,15 @@ class Settings(BaseSettings):
             raise ValueError(f"{value!r} is not an embedding model; use {_EMBEDDINGS_FORMS}")
         return value
 
-    @field_validator("home")
+    @field_validator("home", mode="before")
     @classmethod
-    def _expand_home(cls, value: Path) -> Path:
-        return value.expanduser()
+    def _expand_home(cls, value: object) -> object:
+        if isinstance(value, str | Path) and not str(value).strip():
+            raise ValueError("is empty; give a folder")
+        try:
+            return Path(value).expanduser() if isinstance(value, str | Path) else value
+        except RuntimeError as error:  # "~someone" for a user that does not exist
+            raise ValueError(f"{value!s} cannot be expanded ({error})") from None
 
     @property
     def chroma_path(self) -> Path:
@@ -115,10 +125,33 @@ def env_var_for(field: str) -> str:
     return f"{ENV_PREFIX}{field.upper()}"
 
 
+def _known_variables() -> set[str]:
+    names = set()
+    for field, info in Settings.model_fields.items():
+        names.add(f"{ENV_PREFIX}{field.upper()}")
+        if isinstance(info.validation_alias, AliasChoices):
+            names.update(
+                c for c in info.validation_alias.choices if isinstance(c, str) and c.isupper()
+            )
+    return names
+
+
+def _variable_set_for(field: str) -> str:
+    """The variable that actually supplied ``field``, for messages."""
+    alias = Settings.model_fields[field].validation_alias
+    choices = (
+        [c for c in alias.choices if isinstance(c, str)] if isinstance(alias, AliasChoices) else []
+    )
+    candidates = [name for name in choices if name.isupper()] + [f"{ENV_PREFIX}{field.upper()}"]
+    return next((name for name in candidates if os.environ.get(name)), env_var_for(field))
+
+
 def load_settings(**overrides: Any) -> Settings:
     """Build the settings; ``None`` overrides are ignored so unset CLI options fall through.
 
-    Raises :class:`ConfigurationError` naming the variable or option and how to fix it.
+    Raises :class:`ConfigurationError` naming the variable or option and how to fix it,
+    including for a ``REACTOME_ANSWERS_*`` variable we do not know (a typo would otherwise
+    be ignored in silence).
     """
     given = {name: value for name, value in overrides.items() if value is not None}
     unknown = sorted(set(given) - set(Settings.model_fields))
@@ -127,6 +160,13 @@ def load_settings(**overrides: Any) -> Settings:
             f"unknown setting(s) {', '.join(unknown)}",
             fix=f"known settings are {', '.join(Settings.model_fields)}",
         )
+    known = _known_variables()
+    stray = sorted(name for name in os.environ if name.startswith(ENV_PREFIX) and name not in known)
+    if stray:
+        raise ConfigurationError(
+            f"unknown environment variable(s) {', '.join(stray)}",
+            fix=f"unset them; known variables are {', '.join(sorted(known))}",
+        )
     try:
         return Settings(**given)
     except ValidationError as error:
@@ -134,7 +174,7 @@ def load_settings(**overrides: Any) -> Settings:
         field = str(first["loc"][0]) if first["loc"] else ""
         field = next((name for name in Settings.model_fields if env_var_for(name) == field), field)
         source = "option" if field in given else "environment variable"
-        where = f"--{field.replace('_', '-')}" if field in given else env_var_for(field)
+        where = f"--{field.replace('_', '-')}" if field in given else _variable_set_for(field)
         reason = str(first["msg"]).removeprefix("Value error, ")
         raise ConfigurationError(
             f"{source} {where} has an unusable value: {reason}",

@@ -39,6 +39,27 @@ SOURCES = ["A", "B", "C", "D"]
         pytest.param("[[9]7]", 1, "", id="new-out-of-range-marker-removed-too"),
         pytest.param("see [99999999999999999999999]", 4, "see", id="huge-number"),
         pytest.param("see [3-1] and [9]", 4, "see [3-1] and", id="descending-range-not-a-marker"),
+        pytest.param("x [" + "9" * 5000 + "] y", 4, "x y", id="digits-beyond-int-limit"),
+        pytest.param("**bold [9]**. [1]", 1, "**bold**. [1]", id="before-closing-emphasis"),
+        pytest.param('He said "yes [9]".', 1, 'He said "yes".', id="before-closing-quote"),
+        pytest.param("word [9] *emph* here", 1, "word *emph* here", id="before-opening-emphasis"),
+        pytest.param("[see [9]] now", 1, "[see] now", id="before-closing-bracket"),
+        pytest.param(
+            "one line\n[9]\nsame paragraph",
+            1,
+            "one line\nsame paragraph",
+            id="lone-marker-takes-its-line",
+        ),
+        pytest.param("a\r\n[9]\r\nb", 1, "a\r\nb", id="lone-marker-crlf"),
+        pytest.param("X [1\u20143] [1\u22123].", 2, "X [1-2] [1-2].", id="em-dash-and-minus"),
+        pytest.param("X [1; 3].", 2, "X [1].", id="semicolon-group"),
+        pytest.param("X [ 1 ] and [ 9 ].", 2, "X [ 1 ] and.", id="spaces-inside-brackets"),
+        pytest.param(
+            "[9]: https://reactome.org\n",
+            1,
+            "[9]: https://reactome.org\n",
+            id="reference-definition-not-a-marker",
+        ),
     ],
 )
 def test_strip_out_of_range_markers(text: str, n_sources: int, expected: str) -> None:
@@ -102,6 +123,37 @@ def test_strip_out_of_range_markers(text: str, n_sources: int, expected: str) ->
             ["C"],
             id="unmatched-backtick-is-literal",
         ),
+        pytest.param(
+            "ABCA1`s role is central [1].\n\nTangier disease [2][7].\n\nThe gene is `ABCA1` [3].",
+            "ABCA1`s role is central [1].\n\nTangier disease [2].\n\nThe gene is `ABCA1` [3].",
+            ["A", "B", "C"],
+            id="inline-code-never-crosses-a-blank-line",
+        ),
+        pytest.param(
+            "Use \\`x [2] then `y` [3].",
+            "Use \\`x [1] then `y` [2].",
+            ["B", "C"],
+            id="escaped-backtick-opens-nothing",
+        ),
+        pytest.param(
+            "See [[2]](https://x.org) and [3].",
+            "See [[2]](https://x.org) and [1].",
+            ["C"],
+            id="link-text-not-marker",
+        ),
+        pytest.param(
+            "````\n```\n[2]\n````\nafter [3]",
+            "````\n```\n[2]\n````\nafter [1]",
+            ["C"],
+            id="shorter-fence-does-not-close",
+        ),
+        pytest.param(
+            "```a`b [2]\n[3]",
+            "```a`b [1]\n[2]",
+            ["B", "C"],
+            id="backtick-in-info-string-is-no-fence",
+        ),
+        pytest.param("[9] ```\n[2]", "```\n[2]", SOURCES, id="removal-that-opens-a-fence"),
     ],
 )
 def test_finalize_citations(text: str, expected_text: str, expected_sources: list[str]) -> None:
@@ -136,6 +188,10 @@ def test_finalized_pair_is_stable() -> None:
     once = finalize_citations("X [3, 1] and [4][4] but not [9].", SOURCES)
     assert once == ("X [1][2] and [3] but not.", ["C", "A", "D"])
     assert finalize_citations(*once) == once
+
+
+def test_cited_numbers_expands_ranges_within_a_bound() -> None:
+    assert len(cited_numbers("[1-999999999999]")) == 10_001
 
 
 def test_cited_numbers_reads_markers_in_order() -> None:

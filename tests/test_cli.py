@@ -81,3 +81,24 @@ def test_missing_command_is_a_usage_error() -> None:
     result = run()
     assert result.returncode == 2
     assert "COMMAND" in result.stderr
+
+
+def test_output_to_a_closed_pipe_or_full_disk_is_not_a_traceback() -> None:
+    # `true` exits without reading, long before our process has imported enough to write.
+    piped = subprocess.run(
+        ["bash", "-c", f"'{SCRIPT}' schema | true; echo ${{PIPESTATUS[0]}}"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert piped.stdout.strip() == "1"
+    assert piped.stderr == ""
+    if Path("/dev/full").exists():
+        with Path("/dev/full").open("w") as full:
+            result = subprocess.run(
+                [str(SCRIPT), "schema"], stdout=full, stderr=subprocess.PIPE, text=True, check=False
+            )
+        assert result.returncode == 1
+        assert result.stderr.strip() == (
+            "reactome-answers: error: cannot write the output (No space left on device)"
+        )

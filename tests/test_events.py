@@ -233,3 +233,56 @@ def test_any_token_text_survives_sse_and_jsonl(text: str) -> None:
     (frame,) = list(EventSource(response).iter_sse())
     assert (frame.id, frame.event) == ("3", "token")
     assert parse_event(frame.data) == event
+
+
+def test_lone_surrogates_are_repaired_so_every_event_can_be_sent() -> None:
+    event = TokenEvent(seq=1, request_id=RID, t_ms=0, data=TokenData(text="ab\ud800cd"))
+    assert event.data.text == "ab\ufffdcd"
+    assert parse_event(to_jsonl(event)) == event
+
+
+@given(st.lists(st.text() | st.characters(min_codepoint=0xD800, max_codepoint=0xDFFF)))
+def test_any_python_string_can_be_sent(pieces: list[str]) -> None:
+    event = TokenEvent(seq=2, request_id=RID, t_ms=0, data=TokenData(text="".join(pieces)))
+    assert len(to_jsonl(event).splitlines()) == 1
+    assert parse_event(to_jsonl(event)) == event
+
+
+@pytest.mark.parametrize("value", [float("inf"), float("nan")])
+def test_numbers_json_cannot_carry_are_refused(value: float) -> None:
+    with pytest.raises(ValidationError, match="finite number"):
+        TokenEvent(seq=1, request_id=RID, t_ms=value, data=TokenData(text="x"))
+    with pytest.raises(ValidationError, match="finite number"):
+        Timings(total_ms=value)
+    with pytest.raises(ValidationError, match="finite number"):
+        StartData(question="q", collections=[], options={"temperature": value})
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "/work/shared/data/userguide/page.html",
+        "/home/u/guide.md?x=1",
+        "/x/guide.mdx#top",
+        "/tmp/page",
+    ],
+)
+def test_more_local_file_paths_are_never_urls(url: str) -> None:
+    with pytest.raises(ValidationError, match="local file path"):
+        citation(url=url)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        {"n": 1, "st_id": "R-HSA-1\n", "display_name": "x", "collection": "reactome"},
+        {"n": 1, "url": "C:\\docs\\guide.md", "display_name": "x", "collection": "userguide"},
+        {"n": 1, "url": "userguide/x", "display_name": "x", "collection": "userguide"},
+    ],
+)
+def test_schema_refuses_identifiers_the_model_refuses(data: dict[str, Any]) -> None:
+    event = {"seq": 2, "type": "citation", "request_id": RID, "t_ms": 1, "data": data}
+    with pytest.raises(ValidationError):
+        parse_event(event)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(event, event_json_schema())

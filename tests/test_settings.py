@@ -108,3 +108,48 @@ def test_settings_errors_belong_to_the_hierarchy() -> None:
     assert isinstance(error, ReactomeAnswersError)
     assert str(error) == "bad thing; do the other thing"
     assert error.code == "bad_config"
+
+
+def test_empty_variables_mean_unset(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("REACTOME_ANSWERS_HOME", "")
+    monkeypatch.setenv("CHROMA_HOST", "")
+    settings = load_settings()
+    assert settings.home == default_home()
+    assert settings.uses_chroma_server is False
+
+
+def test_empty_home_option_is_refused() -> None:
+    with pytest.raises(ConfigurationError, match="--home has an unusable value: is empty"):
+        load_settings(home="")
+
+
+def test_home_of_an_unknown_user_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("REACTOME_ANSWERS_HOME", "~no-such-user-here/x")
+    with pytest.raises(ConfigurationError, match="cannot be expanded"):
+        load_settings()
+
+
+def test_relative_xdg_data_home_is_ignored(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_DATA_HOME", "relative/data")
+    assert default_home() == Path.home() / ".local" / "share" / "reactome-answers"
+
+
+@pytest.mark.parametrize("value", ["inf", "nan", "-1", "0"])
+def test_timeouts_must_be_finite_and_positive(monkeypatch: pytest.MonkeyPatch, value: str) -> None:
+    monkeypatch.setenv("REACTOME_ANSWERS_MODEL_TIMEOUT_S", value)
+    with pytest.raises(ConfigurationError, match="REACTOME_ANSWERS_MODEL_TIMEOUT_S"):
+        load_settings()
+
+
+def test_a_misspelt_variable_is_not_ignored(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("REACTOME_ANSWERS_CITEURLS", "true")
+    with pytest.raises(ConfigurationError) as caught:
+        load_settings()
+    assert "REACTOME_ANSWERS_CITEURLS" in str(caught.value)
+    assert "REACTOME_ANSWERS_CITE_URLS" in str(caught.value)
+
+
+def test_error_names_the_variable_the_user_set(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("REACTOME_ANSWERS_CHROMA_PORT", "x")
+    with pytest.raises(ConfigurationError, match="REACTOME_ANSWERS_CHROMA_PORT"):
+        load_settings()
