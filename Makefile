@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: test lint typecheck unit demo clean
+.PHONY: test lint typecheck unit demo bench-ingest clean
 
 # Reinstall only when the project's metadata changes; the stamp lives inside the venv so
 # deleting .venv starts over cleanly.
@@ -32,6 +32,10 @@ demo: $(BIN)/.installed
 	$(BIN)/reactome-answers ingest --sample
 	$(BIN)/reactome-answers collections
 	@echo "Answering questions ('reactome-answers ask') arrives with the answer pipeline."
+
+# Ingestion throughput and peak memory on ../shared/data plus the reaction summaries.
+bench-ingest: $(BIN)/.installed
+	$(BIN)/python tests/benchmarks/ingest_throughput.py --with-reactions
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache .hypothesis

@@ -400,9 +400,10 @@ def ingest(
     client = client or store.open_client(settings)
     embeddings = embeddings or make_embeddings(settings)
     summaries = []
-    for name in store.COLLECTION_NAMES:
-        if name not in sources:
-            continue
+    # The three known collections in their usual order, then any others (benchmarks add one).
+    order = [name for name in store.COLLECTION_NAMES if name in sources]
+    order += [name for name in sources if name not in store.COLLECTION_NAMES]
+    for name in order:
         summary = _ingest_one(
             client,
             settings,

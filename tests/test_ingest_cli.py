@@ -293,3 +293,56 @@ def test_real_release_files_ingest_with_the_documented_counts(tmp_path: Path) ->
         cli("--home", str(home), "ingest", "--from", str(SHARED_DATA), "--json").stdout
     )
     assert all((c["added"], c["updated"]) == (0, 0) for c in second.values())
+
+
+def run_with_terminal_stderr(*args: str) -> tuple[int, str, str]:
+    """Run the CLI with stderr on a 24x100 pseudo-terminal, as in an interactive shell."""
+    import fcntl
+    import pty
+    import struct
+    import termios
+
+    controller, terminal = pty.openpty()
+    fcntl.ioctl(terminal, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))
+    process = subprocess.Popen(
+        [str(BIN / "reactome-answers"), *args],
+        stdout=subprocess.PIPE,
+        stderr=terminal,
+        text=True,
+    )
+    os.close(terminal)
+    seen = b""
+    while True:
+        try:
+            data = os.read(controller, 65536)
+        except OSError:  # EIO: the terminal closed when the process exited
+            break
+        if not data:
+            break
+        seen += data
+    os.close(controller)
+    stdout, _ = process.communicate(timeout=300)
+    return process.returncode, stdout, seen.decode(errors="replace")
+
+
+def test_progress_bar_only_on_a_terminal_and_never_with_json(tmp_path: Path) -> None:
+    status, stdout, terminal = run_with_terminal_stderr(
+        "ingest", "--sample", "--collections", "disease_variants"
+    )
+    assert status == 0
+    assert "disease_variants" in terminal
+    assert "chunk" in terminal  # tqdm's bar, counting chunks embedded
+    assert stdout.startswith("collection")  # the closing table still goes to stdout
+
+    status, stdout, terminal = run_with_terminal_stderr(
+        "--home",
+        str(tmp_path / "second-home"),
+        "ingest",
+        "--sample",
+        "--json",
+        "--collections",
+        "disease_variants",
+    )
+    assert status == 0
+    assert json.loads(stdout)["disease_variants"]["added"] >= 15
+    assert terminal == ""
