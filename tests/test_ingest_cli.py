@@ -346,3 +346,30 @@ def test_progress_bar_only_on_a_terminal_and_never_with_json(tmp_path: Path) -> 
     assert status == 0
     assert json.loads(stdout)["disease_variants"]["added"] >= 15
     assert terminal == ""
+
+
+@needs_shared_data
+def test_ingest_download_from_a_mirror_of_the_release(http_server: functools.partial[str]) -> None:
+    base = http_server(SHARED_DATA)
+    result = cli(
+        "ingest",
+        "--download",
+        "--download-url",
+        base,
+        "--release",
+        "75",
+        "--collections",
+        "disease_variants,userguide",
+        "--json",
+    )
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout)
+    assert summary["disease_variants"]["documents"] == 147
+    pages = list((SHARED_DATA / "userguide").glob("*.mdx"))
+    assert summary["userguide"]["documents"] == len(pages)
+    listed = {c["name"]: c for c in json.loads(cli("collections", "--json").stdout)}
+    variants = SHARED_DATA / "disease_variants" / "disease_variant_ewas_mapping.tsv"
+    assert listed["disease_variants"]["files"] == {variants.name: sha256_of(variants)}
+    assert listed["disease_variants"]["release"] == "75"
+    for page in pages:
+        assert listed["userguide"]["files"][page.name] == sha256_of(page)

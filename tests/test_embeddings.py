@@ -1,0 +1,114 @@
+"""The embedding models: the offline default for real, OpenAI's client against a server on
+127.0.0.1 that speaks the OpenAI embeddings API."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import ClassVar
+
+import pytest
+from langchain_core.embeddings import Embeddings
+
+from pipelines import store
+from pipelines.embeddings import MiniLMEmbeddings, make_embeddings
+from pipelines.errors import ConfigurationError
+from pipelines.ingest import ingest, locate_sources, sample_dir
+from pipelines.settings import load_settings
+
+
+def cosine(a: list[float], b: list[float]) -> float:
+    return sum(x * y for x, y in zip(a, b, strict=True))
+
+
+def test_minilm_vectors_are_unit_length_and_meaningful(minilm: Embeddings) -> None:
+    tangier, abca1, browser = minilm.embed_documents(
+        [
+            "Tangier disease is caused by mutations in ABCA1.",
+            "ABCA1 exports cholesterol and phospholipids to apolipoprotein A-I.",
+            "Zoom the pathway diagram with the mouse wheel.",
+        ]
+    )
+    assert len(tangier) == MiniLMEmbeddings.dimensions
+    assert math.isclose(cosine(tangier, tangier), 1.0, rel_tol=1e-4)
+    assert cosine(tangier, abca1) > cosine(tangier, browser) + 0.05
+
+
+def test_batching_by_length_keeps_each_text_with_its_vector(minilm: Embeddings) -> None:
+    texts = ["short", "a much longer sentence about cholesterol efflux " * 5, "medium text here"]
+    together = minilm.embed_documents(texts)
+    alone = [minilm.embed_query(text) for text in texts]
+    for joint, single in zip(together, alone, strict=True):
+        assert cosine(joint, single) > 0.9999
+
+
+class _EmbeddingsAPI(BaseHTTPRequestHandler):
+    """POST /v1/embeddings as OpenAI serves it; vectors from a hash of each input."""
+
+    requests: ClassVar[list[dict[str, object]]] = []
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        type(self).requests.append(
+            {"path": self.path, "auth": self.headers["Authorization"], **body}
+        )
+        data = []
+        for index, text in enumerate(body["input"]):
+            digest = hashlib.sha256(str(text).encode()).digest()
+            vector = [byte / 255 for byte in digest[:16]]
+            data.append({"object": "embedding", "index": index, "embedding": vector})
+        payload = json.dumps(
+            {"object": "list", "data": data, "model": body["model"],
+             "usage": {"prompt_tokens": 1, "total_tokens": 1}}
+        ).encode()  # fmt: skip
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def log_message(self, format: str, *args: object) -> None:
+        """Quiet."""
+
+
+@pytest.fixture
+def openai_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    _EmbeddingsAPI.requests = []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _EmbeddingsAPI)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_address[1]}/v1"
+    monkeypatch.setenv("OPENAI_BASE_URL", base)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key")
+    yield base
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.mark.usefixtures("openai_server")
+def test_openai_compatible_embeddings_ingest_and_are_recorded() -> None:
+    settings = load_settings(embeddings="openai:test-embedder")
+    sources = locate_sources(sample_dir(), ["userguide"], required=True)
+    (summary,) = ingest(settings, sources, embeddings=make_embeddings(settings))
+    assert summary.failure is None
+    assert summary.chunks > 0
+    calls = _EmbeddingsAPI.requests
+    assert {call["path"] for call in calls} == {"/v1/embeddings"}
+    assert {call["model"] for call in calls} == {"test-embedder"}
+    assert calls[0]["auth"] == "Bearer sk-test-not-a-real-key"
+    # Plain strings, not token arrays: what vLLM and Ollama servers accept.
+    assert all(isinstance(text, str) for call in calls for text in call["input"])  # type: ignore[attr-defined]
+
+    (info,) = store.collection_infos(store.open_client(settings))
+    assert info.embedding_model == "openai:test-embedder"
+    with pytest.raises(ConfigurationError, match="was embedded with 'openai:test-embedder'"):
+        store.check_embedding_model(store.open_client(settings), "userguide", load_settings())
+
+
+def test_openai_embeddings_without_a_key_say_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with pytest.raises(ConfigurationError, match="needs OPENAI_API_KEY"):
+        make_embeddings(load_settings(embeddings="openai:text-embedding-3-small"))
