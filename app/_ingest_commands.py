@@ -7,12 +7,17 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from pipelines import store
-from pipelines.definitions import load_definitions
+from pipelines.definitions import COLLECTION_NAMES, load_definitions
 from pipelines.errors import InputError
-from pipelines.ingest import CollectionSummary, ingest, locate_sources, sample_dir
 from pipelines.settings import Settings
+
+if TYPE_CHECKING:
+    from pipelines.ingest import CollectionSummary
+
+# pipelines.ingest and pipelines.store pull in Chroma, LangChain and onnxruntime; they are
+# imported inside the commands so `--help` and the light commands start quickly.
 
 __all__ = ["add_ingest_arguments", "cmd_collections", "cmd_ingest"]
 
@@ -21,11 +26,11 @@ _COLUMNS = ("added", "updated", "deleted", "unchanged", "skipped", "errors", "do
 
 def _collection_list(value: str) -> list[str]:
     names = [name.strip() for name in value.split(",") if name.strip()]
-    unknown = [name for name in names if name not in store.COLLECTION_NAMES]
+    unknown = [name for name in names if name not in COLLECTION_NAMES]
     if unknown or not names:
         raise argparse.ArgumentTypeError(
             f"unknown collection(s) {', '.join(unknown) or repr(value)}; "
-            f"choose from {', '.join(store.COLLECTION_NAMES)}"
+            f"choose from {', '.join(COLLECTION_NAMES)}"
         )
     return names
 
@@ -65,7 +70,7 @@ def add_ingest_arguments(parser: argparse.ArgumentParser) -> None:
         "--collections",
         type=_collection_list,
         metavar="A,B",
-        help=f"only these collections ({', '.join(store.COLLECTION_NAMES)})",
+        help=f"only these collections ({', '.join(COLLECTION_NAMES)})",
     )
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     parser.add_argument(
@@ -91,7 +96,9 @@ def _table(summaries: Sequence[CollectionSummary]) -> str:
 
 
 def cmd_ingest(args: argparse.Namespace, settings: Settings) -> int:
-    wanted = args.collections or list(store.COLLECTION_NAMES)
+    from pipelines.ingest import ingest, locate_sources, sample_dir
+
+    wanted = args.collections or list(COLLECTION_NAMES)
     release = args.release or "unknown"
     if args.download_url and not args.download:
         raise InputError("--download-url only applies to --download", fix="drop --download-url")
@@ -137,6 +144,9 @@ def cmd_ingest(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_collections(args: argparse.Namespace, settings: Settings) -> int:
+    from pipelines import store
+    from pipelines.ingest import sample_dir
+
     infos = store.collection_infos(store.open_client(settings))
     if args.json:
         print(json.dumps([info.as_json() for info in infos], indent=2))

@@ -9,7 +9,10 @@ from typing import Literal, cast
 
 from pipelines.errors import ConfigurationError
 
-__all__ = ["CollectionDefinition", "load_definitions"]
+__all__ = ["COLLECTION_NAMES", "CollectionDefinition", "load_definitions"]
+
+# The collections the pipeline knows, in the order they are ingested and listed.
+COLLECTION_NAMES = ("reactome", "disease_variants", "userguide")
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from chromadb.api import ClientAPI
 from chromadb.api.models.Collection import Collection
 from chromadb.config import Settings as ChromaSettings
 
+from pipelines.definitions import COLLECTION_NAMES
 from pipelines.errors import ConfigurationError, NotIngestedError, StoreUnavailableError
 from pipelines.settings import Settings
 
@@ -36,7 +37,6 @@ __all__ = [
     "remove_version",
 ]
 
-COLLECTION_NAMES = ("reactome", "disease_variants", "userguide")
 
 _PREFIX = "ra_"
 # Chroma metadata keys we own; everything a `collections` listing shows comes from here.
