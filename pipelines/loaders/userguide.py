@@ -86,7 +86,7 @@ class _HTMLSections(HTMLParser):
         self._capture: str | None = None
         self._buffer: list[str] = []
 
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:  # noqa: ARG002
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         if tag in ("script", "style", "nav", "footer"):
             self._skip += 1
         elif tag == "title" or re.fullmatch(r"h[1-6]", tag):

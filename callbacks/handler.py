@@ -1,0 +1,293 @@
+"""The callback handler that turns one request's LangChain callbacks into public events.
+
+It keeps a ``run_map`` from the start callbacks (tags and names arrive there), and:
+
+- emits ``citation`` events only inside ``on_retriever_end`` of the one top-level run tagged
+  :data:`RETRIEVAL_TAG` (nested retrievers inherit the tag but have a tagged parent);
+- emits ``token`` events only from a chat model or LLM run tagged :data:`ANSWER_TAG`, and only
+  once that retrieval has ended, so every citation is on the wire before the first token;
+- on :meth:`finish`, strips out-of-range markers, finalizes the citations and emits ``done``.
+
+One handler serves one request; nothing is shared between requests.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+from uuid import UUID
+
+from langchain_core.callbacks import BaseCallbackHandler
+from langchain_core.documents import Document
+from langchain_core.messages import BaseMessage
+from langchain_core.outputs import ChatGenerationChunk, GenerationChunk
+
+from callbacks.events import (
+    CitationData,
+    CitationEvent,
+    DoneData,
+    DoneEvent,
+    DoneState,
+    ErrorData,
+    ErrorEvent,
+    Event,
+    Reference,
+    StartData,
+    StartEvent,
+    Timings,
+    TokenData,
+    TokenEvent,
+    Usage,
+)
+from pipelines.citations import finalize_citations, strip_out_of_range_markers
+from pipelines.sources import Source, number_sources
+from pipelines.tokens import count_tokens
+
+__all__ = ["ANSWER_TAG", "EXPANDER_TAG", "RETRIEVAL_TAG", "AnswerEventHandler"]
+
+RETRIEVAL_TAG = "reactome-answers:retrieval"
+ANSWER_TAG = "reactome-answers:answer"
+EXPANDER_TAG = "reactome-answers:expander"
+
+
+_E = TypeVar("_E", StartEvent, CitationEvent, TokenEvent, ErrorEvent, DoneEvent)
+
+
+@dataclass(frozen=True)
+class _Run:
+    kind: str  # "retriever", "model" or "chain"
+    name: str
+    tags: tuple[str, ...]
+    parent_run_id: UUID | None
+
+
+@dataclass
+class _Answer:
+    sources: list[Source] = field(default_factory=list)
+    context: list[Document] = field(default_factory=list)
+    parts: list[str] = field(default_factory=list)
+    first_token_ms: float | None = None
+
+
+class AnswerEventHandler(BaseCallbackHandler):
+    """Collects one request's callbacks and emits its events through ``emit``."""
+
+    # Run in the caller's thread or event loop, in order, rather than in a thread pool:
+    # ordering is the whole point of this handler, and a pool costs ~100 µs per token.
+    run_inline = True
+
+    def __init__(
+        self,
+        *,
+        request_id: str,
+        emit: Callable[[Event], None],
+        cite_urls: bool = False,
+        raise_error: bool = False,
+        clock: Callable[[], float] = time.perf_counter,
+    ) -> None:
+        self.request_id = request_id
+        self.cite_urls = cite_urls
+        self.raise_error = raise_error
+        self.run_map: dict[UUID, _Run] = {}
+        self.retrieval_run_id: UUID | None = None
+        self.retrieval_ended = False
+        self.done: DoneEvent | None = None
+        self._emit = emit
+        self._clock = clock
+        self._started = clock()
+        self._seq = 0
+        self._lock = threading.Lock()
+        self._answer = _Answer()
+
+    # --- emitting ---------------------------------------------------------------------------
+
+    def _send(self, kind: type[_E], data: Any) -> _E:
+        with self._lock:
+            if self.done is not None:
+                raise RuntimeError("the stream already ended with done")
+            self._seq += 1
+            t_ms = round((self._clock() - self._started) * 1000, 3)
+            event = kind(seq=self._seq, request_id=self.request_id, t_ms=t_ms, data=data)
+            if isinstance(event, DoneEvent):
+                self.done = event
+            self._emit(event)
+            return event
+
+    def start(self, question: str, collections: Sequence[str], options: dict[str, Any]) -> None:
+        data = StartData(question=question, collections=list(collections), options=options)
+        self._send(StartEvent, data)
+
+    @property
+    def sources(self) -> list[Source]:
+        return list(self._answer.sources)
+
+    @property
+    def context(self) -> list[Document]:
+        return list(self._answer.context)
+
+    @property
+    def raw_text(self) -> str:
+        return "".join(self._answer.parts)
+
+    # --- the run map ----------------------------------------------------------------------
+
+    def _register(
+        self, kind: str, run_id: UUID, parent_run_id: UUID | None, tags: list[str] | None, name: str
+    ) -> None:
+        self.run_map[run_id] = _Run(kind, name, tuple(tags or ()), parent_run_id)
+
+    def on_chain_start(
+        self,
+        serialized: dict[str, Any] | None,
+        inputs: dict[str, Any] | Any,
+        *,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
+        tags: list[str] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        self._register("chain", run_id, parent_run_id, tags, str(kwargs.get("name") or ""))
+
+    def on_chat_model_start(
+        self,
+        serialized: dict[str, Any] | None,
+        messages: list[list[BaseMessage]],
+        *,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
+        tags: list[str] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        self._register("model", run_id, parent_run_id, tags, str(kwargs.get("name") or ""))
+
+    def on_llm_start(
+        self,
+        serialized: dict[str, Any] | None,
+        prompts: list[str],
+        *,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
+        tags: list[str] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        self._register("model", run_id, parent_run_id, tags, str(kwargs.get("name") or ""))
+
+    def on_retriever_start(
+        self,
+        serialized: dict[str, Any] | None,
+        query: str,
+        *,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
+        tags: list[str] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        self._register("retriever", run_id, parent_run_id, tags, str(kwargs.get("name") or ""))
+        # Tags are inherited: a nested retriever carries the tag too, but its parent chain
+        # leads back to a retriever that already carries it.
+        if (
+            self.retrieval_run_id is None
+            and RETRIEVAL_TAG in (tags or ())
+            and not self._has_tagged_ancestor(parent_run_id, RETRIEVAL_TAG)
+        ):
+            self.retrieval_run_id = run_id
+
+    def _has_tagged_ancestor(self, run_id: UUID | None, tag: str) -> bool:
+        while run_id is not None and run_id in self.run_map:
+            run = self.run_map[run_id]
+            if run.kind == "retriever" and tag in run.tags:
+                return True
+            run_id = run.parent_run_id
+        return False
+
+    # --- the gate -------------------------------------------------------------------------
+
+    def on_retriever_end(
+        self,
+        documents: Sequence[Document],
+        *,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
+        **kwargs: Any,
+    ) -> None:
+        if run_id != self.retrieval_run_id or self.retrieval_ended:
+            return
+        sources, context = number_sources(documents, cite_urls=self.cite_urls)
+        self._answer.sources, self._answer.context = sources, context
+        for source in sources:
+            data = CitationData(
+                n=source.n,
+                st_id=source.st_id,
+                url=source.url,
+                display_name=source.display_name,
+                collection=source.collection,
+            )
+            self._send(CitationEvent, data)
+        # Only now may answer tokens flow: the sources are complete.
+        self.retrieval_ended = True
+
+    def on_llm_new_token(
+        self,
+        token: str | list[str | dict[str, Any]],
+        *,
+        chunk: GenerationChunk | ChatGenerationChunk | None = None,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
+        tags: list[str] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        if not isinstance(token, str):  # content blocks: keep their text
+            token = "".join(
+                part if isinstance(part, str) else str(part.get("text", "")) for part in token
+            )
+        run = self.run_map.get(run_id)
+        if run is None or ANSWER_TAG not in run.tags or not self.retrieval_ended or not token:
+            return
+        if self._answer.first_token_ms is None:
+            self._answer.first_token_ms = round((self._clock() - self._started) * 1000, 3)
+        self._answer.parts.append(token)
+        data = TokenData(text=token)
+        self._send(TokenEvent, data)
+
+    # --- the end --------------------------------------------------------------------------
+
+    def finish(self, state: DoneState = "answered", text: str | None = None) -> DoneEvent:
+        """Finalize the answer's markers and references and emit ``done``.
+
+        ``text`` replaces the streamed answer (a refusal or "nothing found" message).
+        """
+        sources = self._answer.sources
+        raw = self.raw_text if text is None else text
+        stripped = strip_out_of_range_markers(raw, len(sources))
+        final_text, kept = finalize_citations(stripped, sources)
+        references = [
+            Reference(
+                n=index,
+                source_n=source.n,
+                st_id=source.st_id,
+                url=source.url,
+                display_name=source.display_name,
+                collection=source.collection,
+            )
+            for index, source in enumerate(kept, start=1)
+        ]
+        if state != "answered":
+            references = []
+        total_ms = round((self._clock() - self._started) * 1000, 3)
+        data = DoneData(
+            state=state,
+            text=final_text,
+            references=references,
+            usage=Usage(answer_tokens=count_tokens(final_text)),
+            timings=Timings(first_token_ms=self._answer.first_token_ms, total_ms=total_ms),
+        )
+        return self._send(DoneEvent, data)
+
+    def fail(self, code: str, message: str) -> DoneEvent:
+        """Emit ``error`` then ``done`` (``failed``), keeping any text already streamed."""
+        data = ErrorData(code=code, message=message)
+        self._send(ErrorEvent, data)
+        return self.finish("failed")

@@ -1,0 +1,236 @@
+"""The query expander: a standalone question, alternative queries, and which collections to ask.
+
+A generative model is asked for JSON (:func:`expander_messages`, :func:`parse_expansion`). The
+offline default, :class:`RuleExpanderModel`, answers the same prompt through the same chat
+model interface by rules, so its tokens flow through the callbacks like any model's and the
+handler's gate is exercised for real. Whatever the model says, :func:`parse_expansion` keeps
+only what it can check, and falls back to the question alone and rule-based routing.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import AsyncIterator, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import (
+    AIMessage,
+    AIMessageChunk,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+)
+from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
+
+from pipelines.definitions import COLLECTION_NAMES
+
+__all__ = [
+    "Expansion",
+    "RuleExpanderModel",
+    "expander_messages",
+    "parse_expansion",
+    "route",
+    "rule_expansion",
+]
+
+EXPANDER_SYSTEM = """\
+You prepare searches over Reactome. Given a question (and maybe earlier turns of the chat):
+1. Rewrite it as one standalone question.
+2. Write up to {n} short alternative search queries: gene and protein symbols, variant
+   notations such as R132H, disease and pathway names, synonyms.
+3. Choose the collections to search: "userguide" for questions about using the Reactome
+   website (pathway browser, analysis tools, downloads, identifiers to submit);
+   "disease_variants" and "reactome" for questions about a variant or mutation;
+   "reactome" (and "disease_variants" for diseases) for biology.
+Reply with JSON only: {{"question": "...", "queries": ["..."], "collections": ["..."]}}"""
+
+_STOPWORDS = frozenset(
+    """a about above after again all am an and any are as at be because been before being
+    below between both but by can could did do does doing down during each few for from
+    further had has have having he her here hers him his how i if in into is it its itself
+    just me more most my no nor not now of off on once only or other our out over own same
+    she should so some such than that the their them then there these they this those
+    through to too under until up very was we were what when where which while who whom why
+    will with would you your yours role happen happens explain tell describe give know mean
+    means""".split()  # noqa: SIM905 - a word list reads better as text
+)
+_WORD_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9'+-]*")
+# Protein changes as papers and Reactome write them: R132H, V600E, W590S, p.R132H, E17K.
+_VARIANT_RE = re.compile(
+    r"\b(?:p\.)?[ACDEFGHIKLMNPQRSTVWY]\d{1,5}(?:[ACDEFGHIKLMNPQRSTVWY*]|fs|del)\b"
+)
+_SYMBOL_RE = re.compile(r"\b(?=[A-Za-z0-9-]*[A-Z][A-Za-z0-9-]*[A-Z0-9])[A-Z][A-Za-z0-9-]{1,11}\b")
+_VARIANT_WORDS_RE = re.compile(
+    r"\b(?:variants?|mutations?|mutants?|mutated|missense|substitutions?|"
+    r"(?:loss|gain)[- ]of[- ]function)\b",
+    re.IGNORECASE,
+)
+_USAGE_RE = re.compile(
+    r"\b(?:pathway browser|browser|website|web site|web page|diagrams?|analysis tools?|"
+    r"analy[sz]e (?:my|a|the|data|genes?|identifiers?)|analysis service|upload|download|"
+    r"submit|search box|species comparison|tissue distribution|details panel|click|button|"
+    r"menu|zoom|export|log ?in|user guide|tutorial|"
+    r"how (?:do|can|should) (?:i|we|you) (?:use|find|search|run|download|submit|view|open|"
+    r"export|analy[sz]e|navigate|see|get|cite|convert|map))\b",
+    re.IGNORECASE,
+)
+_PRONOUN_RE = re.compile(r"\b(?:it|its|they|them|their|this|that|these|those)\b", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Expansion:
+    """What to search: ``queries[0]`` is the standalone question."""
+
+    queries: list[str]
+    collections: list[str]
+    fallback: str | None = None  # why the model's own expansion was not used
+
+    @property
+    def question(self) -> str:
+        return self.queries[0]
+
+
+def route(question: str) -> list[str]:
+    """Collections a question needs, by rules: website usage goes to the user guide only."""
+    if _USAGE_RE.search(question):
+        return ["userguide"]
+    if _VARIANT_RE.search(question) or _VARIANT_WORDS_RE.search(question):
+        return ["disease_variants", "reactome"]
+    return ["reactome", "disease_variants"]
+
+
+def _content_words(text: str) -> list[str]:
+    return [w for w in _WORD_RE.findall(text) if w.lower() not in _STOPWORDS and len(w) > 1]
+
+
+def _standalone(question: str, history: Sequence[tuple[str, str]]) -> str:
+    earlier = [text for role, text in history if role in ("user", "human")]
+    if earlier and _PRONOUN_RE.search(question):
+        subject = " ".join(_content_words(earlier[-1])[:8])
+        if subject:
+            return f"{question} (about: {subject})"
+    return question
+
+
+def rule_expansion(
+    question: str, history: Sequence[tuple[str, str]] = (), max_queries: int = 3
+) -> Expansion:
+    """The deterministic expansion: content words, symbols and variant notations, acronyms."""
+    standalone = _standalone(question.strip(), history)
+    words = _content_words(standalone)
+    variants = _VARIANT_RE.findall(standalone)
+    symbols = [s for s in _SYMBOL_RE.findall(standalone) if s not in variants]
+    candidates = [
+        " ".join(words),
+        " ".join(dict.fromkeys([*symbols, *variants])),
+        " ".join(dict.fromkeys([*symbols, *variants, *(w for w in words if w.islower())][:6])),
+    ]
+    queries = [standalone]
+    for candidate in candidates:
+        if candidate and candidate.lower() not in {q.lower() for q in queries}:
+            queries.append(candidate)
+    return Expansion(queries[: max_queries + 1], route(standalone))
+
+
+def expander_messages(
+    question: str, history: Sequence[tuple[str, str]] = (), max_queries: int = 3
+) -> list[BaseMessage]:
+    turns = "\n".join(f"{role}: {text}" for role, text in history[-6:])
+    body = (f"Earlier turns:\n{turns}\n\n" if turns else "") + f"Question: {question}"
+    return [
+        SystemMessage(content=EXPANDER_SYSTEM.format(n=max_queries)),
+        HumanMessage(content=body),
+    ]
+
+
+def _read_expander_prompt(messages: Sequence[BaseMessage]) -> tuple[str, list[tuple[str, str]]]:
+    text = str(messages[-1].content) if messages else ""
+    question = text.rsplit("Question: ", 1)[-1].strip()
+    history: list[tuple[str, str]] = []
+    if text.startswith("Earlier turns:\n"):
+        for line in text.split("\n\n", 1)[0].splitlines()[1:]:
+            role, _, said = line.partition(": ")
+            history.append((role, said))
+    return question, history
+
+
+def parse_expansion(text: str, question: str, max_queries: int = 3) -> Expansion:
+    """The model's JSON expansion, checked; rules fill in whatever is missing or invalid."""
+    match = re.search(r"\{.*\}", text, re.DOTALL)
+    try:
+        data = json.loads(match.group(0)) if match else None
+    except json.JSONDecodeError:
+        data = None
+    if not isinstance(data, dict):
+        return Expansion([question], route(question), fallback="expander reply was not JSON")
+    standalone = data.get("question")
+    standalone = (
+        standalone.strip() if isinstance(standalone, str) and standalone.strip() else question
+    )
+    queries = [standalone]
+    for query in data.get("queries") or []:
+        if isinstance(query, str) and query.strip() and query.strip() not in queries:
+            queries.append(query.strip()[:300])
+    collections = [
+        name
+        for name in dict.fromkeys(data.get("collections") or [])
+        if isinstance(name, str) and name in COLLECTION_NAMES
+    ]
+    fallback = None
+    if not collections:
+        collections, fallback = route(standalone), "expander chose no known collection"
+    return Expansion(queries[: max_queries + 1], collections, fallback)
+
+
+class RuleExpanderModel(BaseChatModel):
+    """A chat model that answers the expander prompt by rules (no generative model)."""
+
+    max_queries: int = 3
+
+    @property
+    def _llm_type(self) -> str:
+        return "reactome-answers-rule-expander"
+
+    def _reply(self, messages: list[BaseMessage]) -> str:
+        question, history = _read_expander_prompt(messages)
+        expansion = rule_expansion(question, history, self.max_queries)
+        return json.dumps(
+            {
+                "question": expansion.question,
+                "queries": expansion.queries[1:],
+                "collections": expansion.collections,
+            }
+        )
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        return ChatResult(generations=[ChatGeneration(message=AIMessage(self._reply(messages)))])
+
+    def _stream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> Iterator[ChatGenerationChunk]:
+        for piece in re.findall(r"\S+\s*|\s+", self._reply(messages)):
+            yield ChatGenerationChunk(message=AIMessageChunk(content=piece))
+
+    async def _astream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> AsyncIterator[ChatGenerationChunk]:
+        for chunk in self._stream(messages, stop, None, **kwargs):
+            yield chunk

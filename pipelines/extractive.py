@@ -1,0 +1,142 @@
+"""The ``extractive`` answer model: no generative model, just the best retrieved sentences.
+
+It reads the answer prompt back (:func:`pipelines.prompts.read_answer_prompt`), scores every
+sentence of every source and context block against the question with the embedding model,
+and answers with the most relevant few, each followed by its source's ``[n]`` (context
+sentences get no marker). It is a real LangChain chat model: it streams word by word through
+the normal callbacks, so the rest of the pipeline cannot tell it from a generative one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import numpy as np
+from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
+from langchain_core.embeddings import Embeddings
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
+from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
+from pydantic import ConfigDict
+
+from pipelines.prompts import read_answer_prompt
+
+__all__ = ["NOTHING_RELEVANT", "ExtractiveChatModel", "split_sentences"]
+
+NOTHING_RELEVANT = "The retrieved material does not answer this question."
+
+_SENTENCE_END_RE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9(\"'])")
+_WORD_RE = re.compile(r"[a-z0-9]+")
+_TOKEN_RE = re.compile(r"\S+\s*|\s+")
+_BULLET_RE = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+", re.MULTILINE)
+
+
+def split_sentences(text: str) -> list[str]:
+    """Sentences of prose; list items count as sentences, their bullets removed."""
+    sentences: list[str] = []
+    for paragraph in re.split(r"\n\s*\n|\n(?=\s*(?:[-*+]|\d+[.)])\s)", text):
+        flat = " ".join(_BULLET_RE.sub("", paragraph).split())
+        sentences.extend(s.strip() for s in _SENTENCE_END_RE.split(flat) if s.strip())
+    return sentences
+
+
+def _answerlike(sentence: str) -> bool:
+    # Field lists ("Disease: Tangier disease.") and headings are not sentences to quote.
+    words = sentence.split()
+    return len(words) >= 6 and not re.match(r"^[\w ,()-]{1,40}: \S", sentence[:45])
+
+
+def _with_marker(sentence: str, n: int | None) -> str:
+    if n is None:
+        return sentence
+    # "... cholesterol [1]." reads better than "... cholesterol. [1]"
+    if sentence[-1] in ".!?":
+        return f"{sentence[:-1]} [{n}]{sentence[-1]}"
+    return f"{sentence} [{n}]."
+
+
+class ExtractiveChatModel(BaseChatModel):
+    """Answers with the retrieved sentences most similar to the question, each cited."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    embeddings: Embeddings | None = None
+    # Streams under invoke too (LangChain streams a model whose `streaming` was set).
+    streaming: bool = True
+    max_sentences: int = 4
+    max_per_block: int = 2
+    min_similarity: float = 0.3
+
+    @property
+    def _llm_type(self) -> str:
+        return "reactome-answers-extractive"
+
+    def _scores(self, question: str, sentences: list[str]) -> list[float]:
+        if self.embeddings is not None:
+            vectors = np.array(self.embeddings.embed_documents([question, *sentences]))
+            return [float(score) for score in vectors[1:] @ vectors[0]]
+        # Without embeddings: the share of the question's words each sentence contains.
+        wanted = set(_WORD_RE.findall(question.lower()))
+        return [
+            len(wanted & set(_WORD_RE.findall(s.lower()))) / max(len(wanted), 1) for s in sentences
+        ]
+
+    def compose(self, messages: list[BaseMessage]) -> str:
+        question, blocks = read_answer_prompt(messages)
+        candidates = [
+            (index, position, sentence)
+            for index, block in enumerate(blocks)
+            for position, sentence in enumerate(split_sentences(block.text))
+            if _answerlike(sentence)
+        ]
+        if not candidates:
+            return NOTHING_RELEVANT
+        similarity = self._scores(question, [sentence for _, _, sentence in candidates])
+        # Blocks come in retrieval order, best first: a small nudge keeps the answer on the
+        # sources the retriever trusted most when sentences tie.
+        scores = [s - 0.02 * index for s, (index, _, _) in zip(similarity, candidates, strict=True)]
+        ranked = sorted(zip(scores, candidates, strict=True), key=lambda item: -item[0])
+        chosen: list[str] = []
+        per_block: dict[int, int] = {}
+        for score, (index, _, sentence) in ranked:
+            if score < self.min_similarity or len(chosen) >= self.max_sentences:
+                break
+            if per_block.get(index, 0) >= self.max_per_block:
+                continue
+            per_block[index] = per_block.get(index, 0) + 1
+            chosen.append(_with_marker(sentence, blocks[index].n))
+        return " ".join(chosen) if chosen else NOTHING_RELEVANT
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        return ChatResult(generations=[ChatGeneration(message=AIMessage(self.compose(messages)))])
+
+    def _stream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> Iterator[ChatGenerationChunk]:
+        for token in _TOKEN_RE.findall(self.compose(messages)):
+            yield ChatGenerationChunk(message=AIMessageChunk(content=token))
+
+    async def _astream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> AsyncIterator[ChatGenerationChunk]:
+        # Scoring runs the embedding model: keep it off the event loop.
+        text = await asyncio.to_thread(self.compose, messages)
+        for token in _TOKEN_RE.findall(text):
+            yield ChatGenerationChunk(message=AIMessageChunk(content=token))

