@@ -91,6 +91,8 @@ class AnswerPipeline:
 
     @cached_property
     def models(self) -> tuple[BaseChatModel, BaseChatModel]:
+        if self._answer_model is not None and self._expander_model is not None:
+            return self._answer_model, self._expander_model
         from pipelines.providers import make_models
 
         answer, expander = make_models(self.settings, self.embeddings)
@@ -118,6 +120,8 @@ class AnswerPipeline:
         answer_model = self.models[0].with_config(tags=[ANSWER_TAG], run_name="answer_model")
 
         def retrieval_kwargs(inputs: dict[str, Any]) -> dict[str, Any]:
+            if self._retriever is not None:
+                return {}  # a retriever given from outside takes the question alone
             return {
                 "history": list(inputs.get("history") or []),
                 "collections": inputs.get("collections"),

@@ -1,0 +1,48 @@
+"""The stream invariants of DESIGN.md, checked on every stream a test produces."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+
+from callbacks.events import CitationEvent, DoneEvent, ErrorEvent, Event, StartEvent, TokenEvent
+from pipelines.citations import cited_numbers
+
+
+def check_stream(events: Sequence[Event]) -> DoneEvent:
+    """Assert every invariant a client may rely on; return the ``done`` event."""
+    assert events, "no events"
+    assert [e.seq for e in events] == list(range(1, len(events) + 1)), "seq must be 1..n"
+    assert len({e.request_id for e in events}) == 1, "one request_id per stream"
+    assert isinstance(events[0], StartEvent), "start comes first"
+    done = events[-1]
+    assert isinstance(done, DoneEvent), "done comes last"
+    assert sum(isinstance(e, DoneEvent) for e in events) == 1, "done is unique"
+    errors = [i for i, e in enumerate(events) if isinstance(e, ErrorEvent)]
+    assert errors in ([], [len(events) - 2]), "an error comes right before done, at most once"
+    assert (done.data.state == "failed") == bool(errors), "failed exactly when there was an error"
+    assert all(b.t_ms >= a.t_ms for a, b in itertools.pairwise(events))
+
+    citations = [e for e in events if isinstance(e, CitationEvent)]
+    tokens = [e for e in events if isinstance(e, TokenEvent)]
+    if citations and tokens:
+        assert citations[-1].seq < tokens[0].seq, "every citation precedes the first token"
+    assert [c.data.n for c in citations] == list(range(1, len(citations) + 1))
+
+    references = done.data.references
+    assert [r.n for r in references] == list(range(1, len(references) + 1))
+    assert all(1 <= n <= len(references) for n in cited_numbers(done.data.text)), (
+        "every marker in done.text points at a reference"
+    )
+    early = {c.data.n: c.data for c in citations}
+    for reference in references:
+        source = early.get(reference.source_n)
+        assert source is not None, "a reference comes from an early citation"
+        assert (source.st_id, source.url, source.display_name) == (
+            reference.st_id,
+            reference.url,
+            reference.display_name,
+        )
+    if done.data.state == "answered" and cited_numbers(done.data.text):
+        assert len(references) == len(set(cited_numbers(done.data.text)))
+    return done

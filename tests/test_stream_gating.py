@@ -1,0 +1,306 @@
+"""The pipeline's event stream with fake models and a fake retriever, to isolate the handler.
+
+``FakeListChatModel`` streams one character per chunk, so markers arrive split across tokens.
+Every stream is checked against the invariants of DESIGN.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+from langchain_core.callbacks import CallbackManagerForRetrieverRun
+from langchain_core.documents import Document
+from langchain_core.language_models import BaseChatModel, FakeListChatModel
+from langchain_core.retrievers import BaseRetriever
+
+from callbacks.events import CitationEvent, DoneEvent, ErrorEvent, Event, TokenEvent
+from pipelines.pipeline import NOTHING_FOUND, AnswerPipeline
+from pipelines.settings import load_settings
+from tests.invariants import check_stream
+
+ABCA1 = Document(
+    "ABCA1 exports cholesterol to apolipoprotein A-I. Without it no HDL forms.",
+    metadata={"st_id": "R-HSA-5682113", "display_name": "Defective ABCA1 causes TGD",
+              "collection": "reactome"},
+)  # fmt: skip
+CDK5 = Document(
+    "p25 keeps CDK5 active in Alzheimer's disease models.",
+    metadata={"st_id": "R-HSA-8862803", "display_name": "Deregulated CDK5 in AD",
+              "collection": "reactome"},
+)  # fmt: skip
+VARIANT = Document(
+    "ABCA1 W590S cannot move cholesterol.",
+    metadata={"st_id": "R-HSA-5682201", "display_name": "ABCA1 W590S [plasma membrane]",
+              "collection": "disease_variants"},
+)  # fmt: skip
+GUIDE = Document(
+    "Open the Pathway Browser from the home page and click a pathway.",
+    metadata={"url": "/userguide/pathway-browser", "display_name": "Using the Pathway Browser",
+              "title": "Using the Pathway Browser", "collection": "userguide"},
+)  # fmt: skip
+
+
+class FakeRetriever(BaseRetriever):
+    """Returns fixed documents; may run an expander model and a nested retriever first."""
+
+    documents: list[Document]
+    expander: BaseChatModel | None = None
+    nested: BaseRetriever | None = None
+    calls: int = 0
+
+    def _get_relevant_documents(
+        self, query: str, *, run_manager: CallbackManagerForRetrieverRun, **kwargs: Any
+    ) -> list[Document]:
+        self.calls += 1
+        child = run_manager.get_child()
+        if self.expander is not None:
+            # Streamed, so its tokens really reach the handler (which must ignore them).
+            "".join(str(c.content) for c in self.expander.stream(query, {"callbacks": child}))
+        if self.nested is not None:
+            self.nested.invoke(query, {"callbacks": child})
+        return list(self.documents)
+
+
+def make_pipeline(
+    documents: Sequence[Document],
+    answer: str | FakeListChatModel,
+    *,
+    expander: BaseChatModel | None = None,
+    nested: BaseRetriever | None = None,
+    **settings: Any,
+) -> tuple[AnswerPipeline, FakeRetriever, FakeListChatModel]:
+    model = (
+        answer if isinstance(answer, FakeListChatModel) else FakeListChatModel(responses=[answer])
+    )
+    retriever = FakeRetriever(documents=list(documents), expander=expander, nested=nested)
+    pipeline = AnswerPipeline(
+        load_settings(**settings),
+        answer_model=model,
+        expander_model=FakeListChatModel(responses=["unused"]),
+        retriever=retriever,
+        raise_handler_errors=True,
+    )
+    return pipeline, retriever, model
+
+
+def run(
+    pipeline: AnswerPipeline, question: str = "What does ABCA1 do?", **options: Any
+) -> list[Event]:
+    events = list(pipeline.stream(question, **options))
+    check_stream(events)
+    return events
+
+
+def of_type(events: Sequence[Event], kind: type[Any]) -> list[Any]:
+    return [event for event in events if isinstance(event, kind)]
+
+
+def test_markers_split_across_tokens_are_finalized() -> None:
+    answer = "ABCA1 moves cholesterol [3]. Tangier disease follows [1, 3]."
+    pipeline, _, _ = make_pipeline([ABCA1, CDK5, VARIANT], answer)
+    events = run(pipeline)
+    tokens = of_type(events, TokenEvent)
+    assert "".join(t.data.text for t in tokens) == answer
+    assert len(tokens) == len(answer)  # one character each: "[", "3", "]" arrive apart
+    citations = [c.data.st_id for c in of_type(events, CitationEvent)]
+    assert citations == ["R-HSA-5682113", "R-HSA-8862803", "R-HSA-5682201"]
+    done = events[-1]
+    assert isinstance(done, DoneEvent)
+    assert done.data.state == "answered"
+    assert done.data.text == "ABCA1 moves cholesterol [1]. Tangier disease follows [1][2]."
+    assert [(r.n, r.source_n, r.st_id) for r in done.data.references] == [
+        (1, 3, "R-HSA-5682201"),
+        (2, 1, "R-HSA-5682113"),
+    ]
+    assert done.data.usage.answer_tokens > 5
+    assert done.data.timings.first_token_ms is not None
+    assert done.data.timings.first_token_ms <= done.data.timings.total_ms
+
+
+def test_expander_tokens_never_reach_the_answer_stream() -> None:
+    looks_like_an_answer = "ABCA1 is the answer [1]. EXPANDER-SAID-THIS"
+    expander = FakeListChatModel(responses=[looks_like_an_answer])
+    pipeline, _, _ = make_pipeline(
+        [ABCA1], "Cholesterol leaves cells via ABCA1 [1].", expander=expander
+    )
+    events = run(pipeline)
+    streamed = "".join(t.data.text for t in of_type(events, TokenEvent))
+    assert streamed == "Cholesterol leaves cells via ABCA1 [1]."
+    assert "EXPANDER" not in streamed
+
+
+def test_nested_retrievers_do_not_emit_citations() -> None:
+    nested = FakeRetriever(documents=[CDK5, VARIANT])
+    pipeline, _, _ = make_pipeline([ABCA1], "ABCA1 [1].", nested=nested)
+    events = run(pipeline)
+    assert [c.data.st_id for c in of_type(events, CitationEvent)] == ["R-HSA-5682113"]
+    assert nested.calls == 1
+
+
+def test_out_of_range_markers_never_reach_done() -> None:
+    pipeline, _, _ = make_pipeline([ABCA1, CDK5], "Bound [7] and cited [2].")
+    done = run(pipeline)[-1]
+    assert isinstance(done, DoneEvent)
+    assert done.data.text == "Bound and cited [1]."
+    assert [r.st_id for r in done.data.references] == ["R-HSA-8862803"]
+
+
+def test_an_answer_citing_nothing_keeps_every_source() -> None:
+    pipeline, _, _ = make_pipeline([ABCA1, CDK5], "An answer without any markers.")
+    done = run(pipeline)[-1]
+    assert isinstance(done, DoneEvent)
+    assert done.data.text == "An answer without any markers."
+    assert [(r.n, r.source_n) for r in done.data.references] == [(1, 1), (2, 2)]
+
+
+def test_a_user_guide_answer_has_zero_citations_by_default() -> None:
+    pipeline, _, _ = make_pipeline([GUIDE], "Click a pathway in the browser [1].")
+    events = run(pipeline, "How do I use the pathway browser?")
+    assert of_type(events, CitationEvent) == []
+    done = events[-1]
+    assert isinstance(done, DoneEvent)
+    assert done.data.state == "answered"
+    assert done.data.references == []
+    assert done.data.text == "Click a pathway in the browser."  # no source to point at
+
+
+def test_a_user_guide_answer_cites_urls_when_switched_on() -> None:
+    pipeline, _, _ = make_pipeline([GUIDE], "Click a pathway in the browser [1].")
+    events = run(pipeline, "How do I use the pathway browser?", cite_urls=True)
+    (citation,) = of_type(events, CitationEvent)
+    assert (citation.data.url, citation.data.st_id) == ("/userguide/pathway-browser", None)
+    done = events[-1]
+    assert isinstance(done, DoneEvent)
+    assert [r.url for r in done.data.references] == ["/userguide/pathway-browser"]
+
+
+def test_cite_urls_setting_is_the_default_for_requests() -> None:
+    pipeline, _, _ = make_pipeline([GUIDE], "Click [1].", cite_urls=True)
+    assert len(of_type(run(pipeline), CitationEvent)) == 1
+
+
+def test_a_model_failing_mid_stream_ends_with_error_then_done_failed() -> None:
+    model = FakeListChatModel(responses=["ABCA1 exports cholesterol [1]."], error_on_chunk_number=6)
+    pipeline, _, _ = make_pipeline([ABCA1], model)
+    events = run(pipeline)
+    assert "".join(t.data.text for t in of_type(events, TokenEvent)) == "ABCA1 "
+    (error,) = of_type(events, ErrorEvent)
+    assert error.data.code == "internal"
+    assert "FakeListChatModelError" in error.data.message
+    done = events[-1]
+    assert isinstance(done, DoneEvent)
+    assert done.data.state == "failed"
+    assert done.data.references == []
+
+
+@pytest.mark.parametrize("question", ["", "   \n\t", "x" * 2001])
+def test_empty_or_oversized_questions_are_refused_before_any_model(question: str) -> None:
+    pipeline, retriever, model = make_pipeline([ABCA1], "never said")
+    events = run(pipeline, question)
+    assert [e.type for e in events] == ["start", "done"]
+    done = events[-1]
+    assert isinstance(done, DoneEvent)
+    assert done.data.state == "refused"
+    assert done.data.text  # a message saying why
+    assert retriever.calls == 0
+    assert model.i == 0
+
+
+def test_nothing_retrieved_is_nothing_found_without_a_model_call() -> None:
+    pipeline, retriever, model = make_pipeline([], "never said")
+    events = run(pipeline, "What is the capital of Peru?")
+    done = events[-1]
+    assert isinstance(done, DoneEvent)
+    assert (done.data.state, done.data.text, done.data.references) == (
+        "nothing_found",
+        NOTHING_FOUND,
+        [],
+    )
+    assert retriever.calls == 1
+    assert model.i == 0
+    assert of_type(events, TokenEvent) == []
+
+
+def test_a_hanging_model_times_out() -> None:
+    slow = FakeListChatModel(responses=["a" * 200], sleep=0.05)
+    pipeline, _, _ = make_pipeline([ABCA1], slow, request_timeout_s=0.5)
+    events = run(pipeline)
+    (error,) = of_type(events, ErrorEvent)
+    assert error.data.code == "timeout"
+    assert "REACTOME_ANSWERS_REQUEST_TIMEOUT_S" in error.data.message
+    assert 0 < len(of_type(events, TokenEvent)) < 200
+
+
+def test_invoke_and_ainvoke_return_the_done_data_with_request_id() -> None:
+    pipeline, _, _ = make_pipeline([ABCA1, CDK5], "CDK5 [2].")
+    result = pipeline.invoke("q", request_id="req-1")
+    assert result["request_id"] == "req-1"
+    assert result["state"] == "answered"
+    assert result["text"] == "CDK5 [1]."
+    assert result["references"] == [
+        {"n": 1, "source_n": 2, "st_id": "R-HSA-8862803",
+         "display_name": "Deregulated CDK5 in AD", "collection": "reactome"}
+    ]  # fmt: skip
+    again = asyncio.run(pipeline.ainvoke("q", request_id="req-2"))
+    assert {**again, "request_id": "req-1", "timings": result["timings"]} == result
+
+
+def test_concurrent_requests_keep_their_own_streams() -> None:
+    async def both() -> list[list[Event]]:
+        first, _, _ = make_pipeline(
+            [ABCA1], FakeListChatModel(responses=["ABCA1 [1]."], sleep=0.01)
+        )
+        second, _, _ = make_pipeline([CDK5], FakeListChatModel(responses=["CDK5 [1]."], sleep=0.01))
+
+        async def collect(pipeline: AnswerPipeline, request_id: str) -> list[Event]:
+            return [e async for e in pipeline.astream("q", request_id=request_id)]
+
+        return list(await asyncio.gather(collect(first, "a"), collect(second, "b")))
+
+    first_events, second_events = asyncio.run(both())
+    for events, request_id, st_id in (
+        (first_events, "a", "R-HSA-5682113"),
+        (second_events, "b", "R-HSA-8862803"),
+    ):
+        done = check_stream(events)
+        assert {e.request_id for e in events} == {request_id}
+        assert [r.st_id for r in done.data.references] == [st_id]
+
+
+def test_a_consumer_that_leaves_cancels_the_model() -> None:
+    slow = FakeListChatModel(responses=["b" * 400], sleep=0.01)
+    pipeline, _, _ = make_pipeline([ABCA1], slow)
+
+    async def leave_early() -> int:
+        seen = 0
+        stream = pipeline.astream("q")
+        async for event in stream:
+            if isinstance(event, TokenEvent):
+                seen += 1
+                if seen == 3:
+                    break
+        await stream.aclose()
+        return seen
+
+    loop = asyncio.new_event_loop()
+    try:
+        assert loop.run_until_complete(leave_early()) == 3
+        # Nothing is left running for nobody.
+        pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
+        assert pending == []
+    finally:
+        loop.close()
+
+
+def test_the_chain_works_with_langchains_own_astream_events() -> None:
+    pipeline, _, _ = make_pipeline([ABCA1], "ABCA1 [1].")
+
+    async def collect() -> list[Any]:
+        return [e async for e in pipeline.chain.astream_events({"question": "q"}, version="v2")]
+
+    kinds = [event["event"] for event in asyncio.run(collect())]
+    assert "on_retriever_end" in kinds
+    assert kinds.count("on_chat_model_stream") == len("ABCA1 [1].")
