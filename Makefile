@@ -29,9 +29,9 @@ unit: $(BIN)/.installed
 	$(BIN)/pytest
 
 demo: $(BIN)/.installed
-	$(BIN)/reactome-answers ingest --sample
-	$(BIN)/reactome-answers collections
-	@echo "Answering questions ('reactome-answers ask') arrives with the answer pipeline."
+	@$(BIN)/reactome-answers collections --json | grep -q '"reactome"' \
+		|| $(BIN)/reactome-answers ingest --sample
+	$(BIN)/reactome-answers ask "What causes Tangier disease, and what does ABCA1 do?"
 
 # Ingestion throughput and peak memory on ../shared/data plus the reaction summaries.
 bench-ingest: $(BIN)/.installed

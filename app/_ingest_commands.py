@@ -19,12 +19,12 @@ if TYPE_CHECKING:
 # pipelines.ingest and pipelines.store pull in Chroma, LangChain and onnxruntime; they are
 # imported inside the commands so `--help` and the light commands start quickly.
 
-__all__ = ["add_ingest_arguments", "cmd_collections", "cmd_ingest"]
+__all__ = ["add_ingest_arguments", "cmd_collections", "cmd_ingest", "collection_list"]
 
 _COLUMNS = ("added", "updated", "deleted", "unchanged", "skipped", "errors", "documents", "chunks")
 
 
-def _collection_list(value: str) -> list[str]:
+def collection_list(value: str) -> list[str]:
     names = [name.strip() for name in value.split(",") if name.strip()]
     unknown = [name for name in names if name not in COLLECTION_NAMES]
     if unknown or not names:
@@ -68,7 +68,7 @@ def add_ingest_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--collections",
-        type=_collection_list,
+        type=collection_list,
         metavar="A,B",
         help=f"only these collections ({', '.join(COLLECTION_NAMES)})",
     )

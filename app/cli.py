@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
+from app._ask_command import add_ask_arguments, cmd_ask
 from app._ingest_commands import add_ingest_arguments, cmd_collections, cmd_ingest
 from callbacks.events import event_json_schema
 from pipelines.errors import ReactomeAnswersError
@@ -90,6 +91,11 @@ _Arguments = Callable[[argparse.ArgumentParser], None]
 
 # name -> (one-line help, handler, adds the command's own arguments)
 _COMMANDS: dict[str, tuple[str, _Handler, _Arguments | None]] = {
+    "ask": (
+        "answer a question from the ingested collections, streaming, with its sources",
+        cmd_ask,
+        add_ask_arguments,
+    ),
     "ingest": (
         "ingest the sample corpus, a folder of Reactome release files, or a download",
         cmd_ingest,

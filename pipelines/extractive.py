@@ -46,7 +46,7 @@ def split_sentences(text: str) -> list[str]:
 def _answerlike(sentence: str) -> bool:
     # Field lists ("Disease: Tangier disease.") and headings are not sentences to quote.
     words = sentence.split()
-    return len(words) >= 6 and not re.match(r"^[\w ,()-]{1,40}: \S", sentence[:45])
+    return len(words) >= 6 and not re.match(r"^[\w ,()\[\]'-]{1,60}: \S", sentence[:65])
 
 
 def _with_marker(sentence: str, n: int | None) -> str:
@@ -69,6 +69,8 @@ class ExtractiveChatModel(BaseChatModel):
     max_sentences: int = 4
     max_per_block: int = 2
     min_similarity: float = 0.3
+    # Only sentences nearly as relevant as the best one: an answer, not a list of neighbours.
+    relative_window: float = 0.15
 
     @property
     def _llm_type(self) -> str:
@@ -101,8 +103,9 @@ class ExtractiveChatModel(BaseChatModel):
         ranked = sorted(zip(scores, candidates, strict=True), key=lambda item: -item[0])
         chosen: list[str] = []
         per_block: dict[int, int] = {}
+        floor = max(self.min_similarity, ranked[0][0] - self.relative_window)
         for score, (index, _, sentence) in ranked:
-            if score < self.min_similarity or len(chosen) >= self.max_sentences:
+            if score < floor or len(chosen) >= self.max_sentences:
                 break
             if per_block.get(index, 0) >= self.max_per_block:
                 continue

@@ -1,0 +1,83 @@
+"""The ``ask`` command: one question, answered from the ingested collections."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from app._ingest_commands import collection_list
+from callbacks.events import DoneEvent, ErrorEvent, Reference, TokenEvent, to_jsonl
+from pipelines.settings import Settings
+
+__all__ = ["add_ask_arguments", "cmd_ask", "reference_link"]
+
+REACTOME_DETAIL = "https://reactome.org/content/detail/"
+REACTOME_SITE = "https://reactome.org"
+
+
+def add_ask_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("question", help="the question, in quotes")
+    output = parser.add_mutually_exclusive_group()
+    output.add_argument(
+        "--json", action="store_true", help="print the result as JSON (the done data + request_id)"
+    )
+    output.add_argument(
+        "--events", action="store_true", help="print every event as one JSON line, as it happens"
+    )
+    parser.add_argument(
+        "--collections",
+        type=collection_list,
+        metavar="A,B",
+        help="search these collections instead of letting the expander route the question",
+    )
+
+
+def reference_link(reference: Reference) -> str:
+    if reference.st_id:
+        return REACTOME_DETAIL + reference.st_id
+    url = reference.url or ""
+    return url if url.startswith("http") else REACTOME_SITE + url
+
+
+def cmd_ask(args: argparse.Namespace, settings: Settings) -> int:
+    from pipelines.pipeline import AnswerPipeline
+
+    pipeline = AnswerPipeline(settings)
+    streamed: list[str] = []
+    done: DoneEvent | None = None
+    error: str | None = None
+    for event in pipeline.stream(args.question, collections=args.collections):
+        if args.events:
+            sys.stdout.write(to_jsonl(event))
+            sys.stdout.flush()
+        elif isinstance(event, TokenEvent) and not args.json:
+            streamed.append(event.data.text)
+            sys.stdout.write(event.data.text)
+            sys.stdout.flush()
+        if isinstance(event, ErrorEvent):
+            error = event.data.message
+        if isinstance(event, DoneEvent):
+            done = event
+    assert done is not None
+    data = done.data
+    if args.json:
+        print(json.dumps({"request_id": done.request_id, **data.model_dump(mode="json")}, indent=2))
+    elif not args.events:
+        if not streamed:
+            print(data.text)
+        elif data.text != "".join(streamed):
+            # Markers were renumbered or removed after generation: show the final text so it
+            # matches the Sources list below.
+            print(f"\n\nWith the final numbering:\n{data.text}")
+        else:
+            print()
+        if data.references:
+            print("\nSources:")
+            for reference in data.references:
+                print(f"[{reference.n}] {reference.display_name} <{reference_link(reference)}>")
+    if data.state == "failed":
+        print(f"reactome-answers: error: {error or 'the answer failed'}", file=sys.stderr)
+        return 1
+    # A refused question is the caller's input to fix, as with any bad argument.
+    return 1 if data.state == "refused" else 0

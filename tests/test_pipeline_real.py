@@ -1,0 +1,165 @@
+"""The whole pipeline for real: the sample corpus in a real Chroma folder, real embeddings,
+the extractive provider, and the ``ask`` command as a user runs it."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from langchain_core.embeddings import Embeddings
+
+from callbacks.events import CitationEvent, DoneEvent, ErrorEvent, Event, parse_event
+from pipelines.ingest import ingest, locate_sources, sample_dir
+from pipelines.pipeline import AnswerPipeline
+from pipelines.settings import load_settings
+from pipelines.store import COLLECTION_NAMES
+from tests.invariants import check_stream
+
+BIN = Path(sys.executable).parent
+
+
+@pytest.fixture(scope="module")
+def sample_home(tmp_path_factory: pytest.TempPathFactory, minilm: Embeddings) -> Path:
+    home = tmp_path_factory.mktemp("sample-home")
+    settings = load_settings(home=home)
+    ingest(
+        settings, locate_sources(sample_dir(), COLLECTION_NAMES, required=True), embeddings=minilm
+    )
+    return home
+
+
+@pytest.fixture
+def pipeline(sample_home: Path, minilm: Embeddings) -> AnswerPipeline:
+    return AnswerPipeline(
+        load_settings(home=sample_home), embeddings=minilm, raise_handler_errors=True
+    )
+
+
+def ask(
+    pipeline: AnswerPipeline, question: str, **options: object
+) -> tuple[list[Event], DoneEvent]:
+    events = list(pipeline.stream(question, **options))
+    return events, check_stream(events)
+
+
+def st_ids(done: DoneEvent) -> list[str | None]:
+    return [reference.st_id for reference in done.data.references]
+
+
+def test_tangier_disease_is_answered_with_the_abca1_pathway(pipeline: AnswerPipeline) -> None:
+    events, done = ask(pipeline, "What causes Tangier disease?")
+    assert done.data.state == "answered"
+    assert "R-HSA-5682113" in st_ids(done)
+    assert "ABCA1" in done.data.text
+    assert "[1]" in done.data.text
+    assert any(isinstance(e, CitationEvent) for e in events)
+
+
+def test_cdk5_in_alzheimers(pipeline: AnswerPipeline) -> None:
+    _, done = ask(pipeline, "What is the role of CDK5 in Alzheimer's disease?")
+    assert "R-HSA-8862803" in st_ids(done)
+
+
+def test_a_variant_question_reaches_the_disease_variants(pipeline: AnswerPipeline) -> None:
+    _, done = ask(pipeline, "What does the BRAF V600E mutation do?")
+    assert done.data.state == "answered"
+    assert "V600E" in done.data.text
+
+
+def test_website_question_has_no_citations_unless_urls_are_cited(pipeline: AnswerPipeline) -> None:
+    events, done = ask(pipeline, "How do I use the pathway browser?")
+    assert [e for e in events if isinstance(e, CitationEvent)] == []
+    assert done.data.state == "answered"
+    assert done.data.references == []
+    assert "Pathway Browser" in done.data.text
+
+    events, done = ask(pipeline, "How do I use the pathway browser?", cite_urls=True)
+    urls = [e.data.url for e in events if isinstance(e, CitationEvent)]
+    assert "/userguide/pathway-browser" in urls
+    assert all(reference.url and reference.st_id is None for reference in done.data.references)
+    assert done.data.references
+
+
+def test_an_off_topic_question_finds_nothing(pipeline: AnswerPipeline) -> None:
+    _, done = ask(pipeline, "What is the capital of Peru?")
+    assert done.data.state == "nothing_found"
+    assert done.data.references == []
+
+
+def test_collections_override_the_routing(pipeline: AnswerPipeline) -> None:
+    events, _ = ask(pipeline, "What causes Tangier disease?", collections=["userguide"])
+    assert all(e.data.collection == "userguide" for e in events if isinstance(e, CitationEvent))
+
+
+def test_async_and_sync_agree(pipeline: AnswerPipeline) -> None:
+    sync = pipeline.invoke("What causes Tangier disease?")
+    async_ = asyncio.run(pipeline.ainvoke("What causes Tangier disease?"))
+    assert (sync["text"], sync["references"]) == (async_["text"], async_["references"])
+
+
+def test_not_ingested_is_a_failed_answer_that_says_what_to_do(
+    tmp_path: Path, minilm: Embeddings
+) -> None:
+    empty = AnswerPipeline(load_settings(home=tmp_path / "empty"), embeddings=minilm)
+    events = list(empty.stream("What causes Tangier disease?"))
+    done = check_stream(events)
+    (error,) = [e for e in events if isinstance(e, ErrorEvent)]
+    assert error.data.code == "not_ingested"
+    assert "ingest --sample" in error.data.message
+    assert done.data.state == "failed"
+
+
+def cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(BIN / "reactome-answers"), "--home", str(home), *args],
+        capture_output=True, text=True, timeout=300, check=False,
+        env={k: v for k, v in os.environ.items() if k != "REACTOME_ANSWERS_HOME"},
+    )  # fmt: skip
+
+
+def test_ask_prints_the_answer_then_its_sources(sample_home: Path) -> None:
+    result = cli(sample_home, "ask", "What causes Tangier disease?")
+    assert result.returncode == 0, result.stderr
+    answer, _, sources = result.stdout.partition("\nSources:\n")
+    assert "ABCA1" in answer
+    assert "[1] Defective ABCA1 causes TGD <https://reactome.org/content/detail/R-HSA-5682113>" in (
+        sources
+    )
+
+
+def test_ask_events_for_a_website_question(sample_home: Path) -> None:
+    # The issue's own check: zero citation events, and a done with no references.
+    result = cli(sample_home, "ask", "--events", "How do I use the pathway browser?")
+    assert result.returncode == 0, result.stderr
+    events = [parse_event(line) for line in result.stdout.splitlines()]
+    done = check_stream(events)
+    assert not any(isinstance(e, CitationEvent) for e in events)
+    assert done.data.references == []
+
+    cited = cli(sample_home, "--cite-urls", "ask", "--events", "How do I use the pathway browser?")
+    events = [parse_event(line) for line in cited.stdout.splitlines()]
+    check_stream(events)
+    assert any(isinstance(e, CitationEvent) and e.data.url for e in events)
+
+
+def test_ask_json_is_the_done_data_with_request_id(sample_home: Path) -> None:
+    result = cli(sample_home, "ask", "--json", "What does IDH1 R132H do?")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert {"request_id", "state", "text", "references", "usage", "timings"} <= set(data)
+    assert data["state"] == "answered"
+
+
+def test_ask_failures_are_one_line(tmp_path: Path) -> None:
+    result = cli(tmp_path / "nothing-here", "ask", "What causes Tangier disease?")
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines() == [result.stderr.strip()]  # one line
+    assert "ingest --sample" in result.stderr
+    refused = cli(tmp_path, "ask", "   ")
+    assert refused.returncode == 1
+    assert "empty" in refused.stdout
