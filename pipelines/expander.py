@@ -189,6 +189,7 @@ def parse_expansion(text: str, question: str, max_queries: int = 3) -> Expansion
 class RuleExpanderModel(BaseChatModel):
     """A chat model that answers the expander prompt by rules (no generative model)."""
 
+    model_name: str = "rule-expander"
     max_queries: int = 3
 
     @property

@@ -63,6 +63,7 @@ class ExtractiveChatModel(BaseChatModel):
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
+    model_name: str = "extractive"
     embeddings: Embeddings | None = None
     # Streams under invoke too (LangChain streams a model whose `streaming` was set).
     streaming: bool = True
