@@ -11,21 +11,12 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
-from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
-from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import (
-    AIMessage,
-    AIMessageChunk,
-    BaseMessage,
-    HumanMessage,
-    SystemMessage,
-)
-from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
+from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
+from pipelines._chat import ComposedChatModel
 from pipelines.definitions import COLLECTION_NAMES
 
 __all__ = [
@@ -186,7 +177,7 @@ def parse_expansion(text: str, question: str, max_queries: int = 3) -> Expansion
     return Expansion(queries[: max_queries + 1], collections, fallback)
 
 
-class RuleExpanderModel(BaseChatModel):
+class RuleExpanderModel(ComposedChatModel):
     """A chat model that answers the expander prompt by rules (no generative model)."""
 
     model_name: str = "rule-expander"
@@ -196,7 +187,7 @@ class RuleExpanderModel(BaseChatModel):
     def _llm_type(self) -> str:
         return "reactome-answers-rule-expander"
 
-    def _reply(self, messages: list[BaseMessage]) -> str:
+    def reply(self, messages: list[BaseMessage]) -> str:
         question, history = _read_expander_prompt(messages)
         expansion = rule_expansion(question, history, self.max_queries)
         return json.dumps(
@@ -206,32 +197,3 @@ class RuleExpanderModel(BaseChatModel):
                 "collections": expansion.collections,
             }
         )
-
-    def _generate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: CallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> ChatResult:
-        return ChatResult(generations=[ChatGeneration(message=AIMessage(self._reply(messages)))])
-
-    def _stream(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: CallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> Iterator[ChatGenerationChunk]:
-        for piece in re.findall(r"\S+\s*|\s+", self._reply(messages)):
-            yield ChatGenerationChunk(message=AIMessageChunk(content=piece))
-
-    async def _astream(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: AsyncCallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> AsyncIterator[ChatGenerationChunk]:
-        for chunk in self._stream(messages, stop, None, **kwargs):
-            yield chunk

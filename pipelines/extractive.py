@@ -9,19 +9,14 @@ the normal callbacks, so the rest of the pipeline cannot tell it from a generati
 
 from __future__ import annotations
 
-import asyncio
 import re
-from collections.abc import AsyncIterator, Iterator
-from typing import Any
 
 import numpy as np
-from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
 from langchain_core.embeddings import Embeddings
-from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
-from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
+from langchain_core.messages import BaseMessage
 from pydantic import ConfigDict
 
+from pipelines._chat import ComposedChatModel
 from pipelines.prompts import read_answer_prompt
 
 __all__ = ["NOTHING_RELEVANT", "ExtractiveChatModel", "split_sentences"]
@@ -30,7 +25,6 @@ NOTHING_RELEVANT = "The retrieved material does not answer this question."
 
 _SENTENCE_END_RE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9(\"'])")
 _WORD_RE = re.compile(r"[a-z0-9]+")
-_TOKEN_RE = re.compile(r"\S+\s*|\s+")
 _BULLET_RE = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+", re.MULTILINE)
 
 
@@ -58,15 +52,13 @@ def _with_marker(sentence: str, n: int | None) -> str:
     return f"{sentence} [{n}]."
 
 
-class ExtractiveChatModel(BaseChatModel):
+class ExtractiveChatModel(ComposedChatModel):
     """Answers with the retrieved sentences most similar to the question, each cited."""
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
     model_name: str = "extractive"
     embeddings: Embeddings | None = None
-    # Streams under invoke too (LangChain streams a model whose `streaming` was set).
-    streaming: bool = True
     max_sentences: int = 4
     max_per_block: int = 2
     min_similarity: float = 0.3
@@ -87,7 +79,7 @@ class ExtractiveChatModel(BaseChatModel):
             len(wanted & set(_WORD_RE.findall(s.lower()))) / max(len(wanted), 1) for s in sentences
         ]
 
-    def compose(self, messages: list[BaseMessage]) -> str:
+    def reply(self, messages: list[BaseMessage]) -> str:
         question, blocks = read_answer_prompt(messages)
         candidates = [
             (index, position, sentence)
@@ -113,34 +105,3 @@ class ExtractiveChatModel(BaseChatModel):
             per_block[index] = per_block.get(index, 0) + 1
             chosen.append(_with_marker(sentence, blocks[index].n))
         return " ".join(chosen) if chosen else NOTHING_RELEVANT
-
-    def _generate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: CallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> ChatResult:
-        return ChatResult(generations=[ChatGeneration(message=AIMessage(self.compose(messages)))])
-
-    def _stream(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: CallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> Iterator[ChatGenerationChunk]:
-        for token in _TOKEN_RE.findall(self.compose(messages)):
-            yield ChatGenerationChunk(message=AIMessageChunk(content=token))
-
-    async def _astream(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: AsyncCallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> AsyncIterator[ChatGenerationChunk]:
-        # Scoring runs the embedding model: keep it off the event loop.
-        text = await asyncio.to_thread(self.compose, messages)
-        for token in _TOKEN_RE.findall(text):
-            yield ChatGenerationChunk(message=AIMessageChunk(content=token))

@@ -26,7 +26,9 @@ from langchain_core.callbacks import (
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import BaseMessage
 from langchain_core.retrievers import BaseRetriever
+from langchain_core.runnables import RunnableConfig
 from pydantic import ConfigDict, Field, PrivateAttr
 
 from pipelines import store
@@ -78,20 +80,29 @@ class ReactomeRetriever(BaseRetriever):
         text = str(getattr(reply, "content", reply))
         return parse_expansion(text, question, self.max_queries)
 
+    def _expander_call(
+        self,
+        question: str,
+        history: Sequence[tuple[str, str]],
+        run_manager: CallbackManagerForRetrieverRun | AsyncCallbackManagerForRetrieverRun,
+    ) -> tuple[list[BaseMessage], RunnableConfig]:
+        messages = expander_messages(question, history, self.max_queries)
+        config: RunnableConfig = {
+            "callbacks": run_manager.get_child(),
+            "tags": [EXPANDER_TAG],
+            "run_name": "expander",
+        }
+        return messages, config
+
     def _expand(
         self,
         question: str,
         history: Sequence[tuple[str, str]],
         run_manager: CallbackManagerForRetrieverRun,
     ) -> Expansion:
-        messages = expander_messages(question, history, self.max_queries)
-        config = {
-            "callbacks": run_manager.get_child(),
-            "tags": [EXPANDER_TAG],
-            "run_name": "expander",
-        }
+        messages, config = self._expander_call(question, history, run_manager)
         try:
-            reply = self.expander.invoke(messages, config=config)  # type: ignore[arg-type]
+            reply = self.expander.invoke(messages, config=config)
         except Exception as error:  # the expander must never sink the answer
             return Expansion([question], [], fallback=f"expander failed: {error!r}")
         return self._expansion_from(reply, question)
@@ -102,17 +113,10 @@ class ReactomeRetriever(BaseRetriever):
         history: Sequence[tuple[str, str]],
         run_manager: AsyncCallbackManagerForRetrieverRun,
     ) -> Expansion:
-        messages = expander_messages(question, history, self.max_queries)
-        config = {
-            "callbacks": run_manager.get_child(),
-            "tags": [EXPANDER_TAG],
-            "run_name": "expander",
-        }
+        messages, config = self._expander_call(question, history, run_manager)
         try:
-            reply = await self.expander.ainvoke(messages, config=config)  # type: ignore[arg-type]
-        except asyncio.CancelledError:
-            raise
-        except Exception as error:
+            reply = await self.expander.ainvoke(messages, config=config)
+        except Exception as error:  # CancelledError is not an Exception: it propagates
             return Expansion([question], [], fallback=f"expander failed: {error!r}")
         return self._expansion_from(reply, question)
 

@@ -50,14 +50,14 @@ def test_prompt_round_trips_and_cannot_be_forged() -> None:
 
 
 def test_answers_with_the_most_relevant_sentences_each_cited(minilm: Embeddings) -> None:
-    text = ExtractiveChatModel(embeddings=minilm).compose(messages("What causes Tangier disease?"))
+    text = ExtractiveChatModel(embeddings=minilm).reply(messages("What causes Tangier disease?"))
     assert "Tangier disease" in text
     assert cited_numbers(text) == [1]
     assert "Glycolysis" not in text
 
 
 def test_context_sentences_carry_no_marker(minilm: Embeddings) -> None:
-    text = ExtractiveChatModel(embeddings=minilm).compose(
+    text = ExtractiveChatModel(embeddings=minilm).reply(
         messages("How do I find ABCA1 in the pathway browser search box?")
     )
     assert "search box" in text
@@ -67,7 +67,7 @@ def test_context_sentences_carry_no_marker(minilm: Embeddings) -> None:
 
 def test_nothing_relevant_says_so(minilm: Embeddings) -> None:
     model = ExtractiveChatModel(embeddings=minilm)
-    assert model.compose(messages("What is the capital of Peru?")) == NOTHING_RELEVANT
+    assert model.reply(messages("What is the capital of Peru?")) == NOTHING_RELEVANT
 
 
 def test_streams_word_by_word_and_works_without_embeddings() -> None:

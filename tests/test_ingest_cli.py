@@ -22,6 +22,10 @@ from pipelines.download import download_release
 from pipelines.loaders._common import sha256_of
 
 BIN = Path(sys.executable).parent
+SUMMARY_FIELDS = (
+    "added", "updated", "deleted", "unchanged", "skipped", "errors", "documents", "chunks",
+    "seconds",
+)  # fmt: skip
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 needs_shared_data = pytest.mark.skipif(
     not (SHARED_DATA / "reactome" / "pathway2summation.txt").is_file(),
@@ -78,17 +82,7 @@ def test_sample_ingest_json_then_collections(isolated_home: Path) -> None:
     summary = json.loads(first.stdout)
     assert list(summary) == ["reactome", "disease_variants", "userguide"]
     for counts in summary.values():
-        assert set(counts) == {
-            "added",
-            "updated",
-            "deleted",
-            "unchanged",
-            "skipped",
-            "errors",
-            "documents",
-            "chunks",
-            "seconds",
-        }
+        assert set(counts) == set(SUMMARY_FIELDS)
         assert counts["added"] == counts["documents"] > 0
         assert counts["errors"] == 0
     assert first.stderr == ""  # no progress bar when not on a terminal
@@ -124,18 +118,7 @@ def test_ingest_table_and_verbose_problems(tmp_path: Path) -> None:
     result = cli("ingest", "--from", str(source), "--verbose")
     assert result.returncode == 0, result.stderr
     header, row = result.stdout.splitlines()
-    assert header.split() == [
-        "collection",
-        "added",
-        "updated",
-        "deleted",
-        "unchanged",
-        "skipped",
-        "errors",
-        "documents",
-        "chunks",
-        "seconds",
-    ]
+    assert header.split() == ["collection", *SUMMARY_FIELDS]
     assert row.split()[:9] == ["reactome", "1", "0", "0", "0", "1", "1", "1", "1"]
     assert "reactome: skipped: pathway2summation.txt:2: 'BAD-ID' is not a Reactome stable id" in (
         result.stderr
