@@ -22,6 +22,14 @@ from pydantic import (
     model_validator,
 )
 
+from pipelines.identifiers import (
+    HTTP_URL_PATTERN,
+    SITE_PATH_PATTERN,
+    ST_ID_PATTERN,
+    st_id_problem,
+    url_problem,
+)
+
 __all__ = [
     "EVENT_TYPES",
     "CitationData",
@@ -44,20 +52,6 @@ __all__ = [
     "to_jsonl",
     "to_sse",
 ]
-
-# Reactome stable ids: R-<species>-<number>, optionally with a version suffix (R-HSA-69278.3).
-_ST_ID_RE = re.compile(r"R-[A-Z]{3,4}-[0-9]+(?:\.[0-9]+)?")
-_SITE_PATH_PATTERN = r"/(?!/)[^\s\\]*"
-_HTTP_URL_PATTERN = r"[Hh][Tt][Tt][Pp][Ss]?://[^\s/\\]+[^\s\\]*"
-_URL_RE = re.compile(f"{_SITE_PATH_PATTERN}|{_HTTP_URL_PATTERN}")
-# A url whose path ends in a source-file extension, or a site path under a filesystem root,
-# is a local file path that leaked into metadata, never a page address.
-_SOURCE_FILE_SUFFIXES = (".md", ".mdx", ".txt", ".tsv", ".json", ".py")
-_SITE_PATH_ONLY_SUFFIXES = (".html", ".htm")
-_FILESYSTEM_ROOTS = frozenset(
-    {"bin", "boot", "dev", "etc", "home", "lib", "media", "mnt", "opt", "private", "proc"}
-    | {"root", "run", "srv", "sys", "tmp", "usr", "var", "work", "Users", "Volumes"}
-)
 
 # JSON can only carry finite numbers and well-formed Unicode; refuse the first and repair
 # the second (a lone surrogate from a broken decoder becomes U+FFFD) so every event we
@@ -89,11 +83,11 @@ def _citation_schema(schema: dict[str, Any]) -> None:
     properties = schema["properties"]
     # (?![\s\S]) ends the match in every regex dialect; "$" also admits a final newline in
     # Python's.
-    properties["st_id"] = {"type": "string", "pattern": f"^{_ST_ID_RE.pattern}(?![\\s\\S])"}
+    properties["st_id"] = {"type": "string", "pattern": f"^{ST_ID_PATTERN}(?![\\s\\S])"}
     properties["url"] = {
         "type": "string",
         "description": "site path or http(s) URL, never a local file path",
-        "pattern": f"^(?:{_SITE_PATH_PATTERN}|{_HTTP_URL_PATTERN})(?![\\s\\S])",
+        "pattern": f"^(?:{SITE_PATH_PATTERN}|{HTTP_URL_PATTERN})(?![\\s\\S])",
     }
     schema["oneOf"] = [{"required": ["st_id"]}, {"required": ["url"]}]
 
@@ -106,26 +100,17 @@ class _CitesOneSource(_Model):
     @field_validator("st_id", check_fields=False)
     @classmethod
     def _check_st_id(cls, value: str | None) -> str | None:
-        if value is not None and not _ST_ID_RE.fullmatch(value):
-            raise ValueError(f"st_id {value!r} is not a Reactome stable id such as R-HSA-69278")
+        problem = None if value is None else st_id_problem(value)
+        if problem:
+            raise ValueError(problem)
         return value
 
     @field_validator("url", check_fields=False)
     @classmethod
     def _check_url(cls, value: str | None) -> str | None:
-        if value is None:
-            return value
-        if not _URL_RE.fullmatch(value):
-            raise ValueError(
-                f"url {value!r} is neither a site path such as /userguide/pathway-browser "
-                "nor an http(s) URL"
-            )
-        path = re.split(r"[?#]", value, maxsplit=1)[0].lower()
-        site_path = value.startswith("/")
-        suffixes = _SOURCE_FILE_SUFFIXES + (_SITE_PATH_ONLY_SUFFIXES if site_path else ())
-        first_segment = value.split("/")[1] if site_path else ""
-        if path.endswith(suffixes) or "/../" in path or first_segment in _FILESYSTEM_ROOTS:
-            raise ValueError(f"url {value!r} looks like a local file path, not a page address")
+        problem = None if value is None else url_problem(value)
+        if problem:
+            raise ValueError(problem)
         return value
 
     @model_validator(mode="after")

@@ -257,12 +257,16 @@ class AnswerEventHandler(BaseCallbackHandler):
     def finish(self, state: DoneState = "answered", text: str | None = None) -> DoneEvent:
         """Finalize the answer's markers and references and emit ``done``.
 
-        ``text`` replaces the streamed answer (a refusal or "nothing found" message).
+        ``text`` replaces the streamed answer (a refusal, a "nothing found" message, or the
+        reply of a model that did not stream). A failed answer keeps the references its
+        partial text cites; a refused or empty one has none, and no markers either.
         """
-        sources = self._answer.sources
+        sources = self._answer.sources if state in ("answered", "failed") else []
         raw = self.raw_text if text is None else text
         stripped = strip_out_of_range_markers(raw, len(sources))
         final_text, kept = finalize_citations(stripped, sources)
+        if not sources:
+            kept = []
         references = [
             Reference(
                 n=index,
@@ -274,8 +278,6 @@ class AnswerEventHandler(BaseCallbackHandler):
             )
             for index, source in enumerate(kept, start=1)
         ]
-        if state != "answered":
-            references = []
         total_ms = round((self._clock() - self._started) * 1000, 3)
         data = DoneData(
             state=state,
@@ -288,6 +290,6 @@ class AnswerEventHandler(BaseCallbackHandler):
 
     def fail(self, code: str, message: str) -> DoneEvent:
         """Emit ``error`` then ``done`` (``failed``), keeping any text already streamed."""
-        data = ErrorData(code=code, message=message)
+        data = ErrorData(code=code or "internal", message=message or "the answer failed")
         self._send(ErrorEvent, data)
         return self.finish("failed")

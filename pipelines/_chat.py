@@ -23,8 +23,9 @@ class ComposedChatModel(BaseChatModel):
     exactly as they see a generative model.
     """
 
-    # Streams under invoke too (LangChain streams a model whose `streaming` was set).
-    streaming: bool = True
+    # LangChain streams under invoke only a model built with streaming=True explicitly (a
+    # default does not count); the pipeline streams its answer model either way.
+    streaming: bool = False
 
     @abstractmethod
     def reply(self, messages: list[BaseMessage]) -> str:

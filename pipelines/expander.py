@@ -149,7 +149,9 @@ def _read_expander_prompt(messages: Sequence[BaseMessage]) -> tuple[str, list[tu
     return question, history
 
 
-def parse_expansion(text: str, question: str, max_queries: int = 3) -> Expansion:
+def parse_expansion(
+    text: str, question: str, history: Sequence[tuple[str, str]] = (), max_queries: int = 3
+) -> Expansion:
     """The model's JSON expansion, checked; rules fill in whatever is missing or invalid."""
     match = re.search(r"\{.*\}", text, re.DOTALL)
     try:
@@ -157,7 +159,8 @@ def parse_expansion(text: str, question: str, max_queries: int = 3) -> Expansion
     except json.JSONDecodeError:
         data = None
     if not isinstance(data, dict):
-        return Expansion([question], route(question), fallback="expander reply was not JSON")
+        rules = rule_expansion(question, history, max_queries)
+        return Expansion(rules.queries, rules.collections, fallback="expander reply was not JSON")
     standalone = data.get("question")
     standalone = (
         standalone.strip() if isinstance(standalone, str) and standalone.strip() else question

@@ -17,6 +17,7 @@ from langchain_core.messages import BaseMessage
 from pydantic import ConfigDict
 
 from pipelines._chat import ComposedChatModel
+from pipelines.expander import rule_expansion
 from pipelines.prompts import read_answer_prompt
 
 __all__ = ["NOTHING_RELEVANT", "ExtractiveChatModel", "split_sentences"]
@@ -80,7 +81,9 @@ class ExtractiveChatModel(ComposedChatModel):
         ]
 
     def reply(self, messages: list[BaseMessage]) -> str:
-        question, blocks = read_answer_prompt(messages)
+        question, blocks, history = read_answer_prompt(messages)
+        # A follow-up ("what does it do?") is scored as its standalone form.
+        question = rule_expansion(question, history).question
         candidates = [
             (index, position, sentence)
             for index, block in enumerate(blocks)

@@ -25,10 +25,15 @@ from collections.abc import AsyncGenerator, Iterator, Sequence
 from functools import cached_property
 from typing import Any
 
+from langchain_core.callbacks import (
+    AsyncCallbackManagerForRetrieverRun,
+    CallbackManagerForRetrieverRun,
+)
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage
+from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda, RunnablePassthrough
 
 from callbacks.events import DoneEvent, Event
@@ -52,6 +57,22 @@ def _text_of(content: Any) -> str:
     if isinstance(content, str):
         return content
     return "".join(p if isinstance(p, str) else str(p.get("text", "")) for p in content or [])
+
+
+class _RunnableRetriever(BaseRetriever):
+    """Any Runnable from a question to documents, as a retriever run."""
+
+    runnable: Runnable[str, list[Document]]
+
+    def _get_relevant_documents(
+        self, query: str, *, run_manager: CallbackManagerForRetrieverRun
+    ) -> list[Document]:
+        return self.runnable.invoke(query, {"callbacks": run_manager.get_child()})
+
+    async def _aget_relevant_documents(
+        self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun
+    ) -> list[Document]:
+        return await self.runnable.ainvoke(query, {"callbacks": run_manager.get_child()})
 
 
 class AnswerPipeline:
@@ -101,7 +122,11 @@ class AnswerPipeline:
     @cached_property
     def retriever(self) -> Runnable[str, list[Document]]:
         if self._retriever is not None:
-            return self._retriever.with_config(tags=[RETRIEVAL_TAG], run_name="retrieval")
+            given = self._retriever
+            if not isinstance(given, BaseRetriever):
+                # The handler opens the gate on a retriever run's end: wrap plain Runnables.
+                given = _RunnableRetriever(runnable=given)
+            return given.with_config(tags=[RETRIEVAL_TAG], run_name="retrieval")
         from pipelines.retriever import ReactomeRetriever
         from pipelines.store import open_client
 
@@ -141,7 +166,8 @@ class AnswerPipeline:
             sources, context = number_sources(inputs["documents"], cite_urls=cite_urls)
             if not sources and not context:
                 return None  # nothing found: no model call at all
-            return answer_messages(inputs["question"], sources, context)
+            history = list(inputs.get("history") or [])
+            return answer_messages(inputs["question"], sources, context, history)
 
         # Streaming the model even under invoke is what makes on_llm_new_token fire.
         def answer(inputs: dict[str, Any], config: RunnableConfig) -> str:
@@ -177,15 +203,19 @@ class AnswerPipeline:
 
     async def _run(self, handler: AnswerEventHandler, inputs: dict[str, Any]) -> None:
         config: RunnableConfig = {"callbacks": [handler], "run_name": "reactome-answers"}
+        limit = self.settings.request_timeout_s
         try:
-            async with asyncio.timeout(self.settings.request_timeout_s):
-                await self.chain.ainvoke(inputs, config)
+            async with asyncio.timeout(limit) as deadline:
+                reply = await self.chain.ainvoke(inputs, config)
         except TimeoutError:
-            handler.fail(
-                "timeout",
-                f"no answer within {self.settings.request_timeout_s:g} s; "
-                "raise REACTOME_ANSWERS_REQUEST_TIMEOUT_S or try again",
-            )
+            if deadline.expired():
+                handler.fail(
+                    "timeout",
+                    f"no answer within {limit:g} s; raise REACTOME_ANSWERS_REQUEST_TIMEOUT_S "
+                    "or try again",
+                )
+            else:  # the model or its client timed out, not the request
+                handler.fail("model_failed", "the model did not answer in time; try again")
             return
         except asyncio.CancelledError:
             if handler.done is None:
@@ -200,7 +230,8 @@ class AnswerPipeline:
         if not handler.retrieval_ended or (not handler.sources and not handler.context):
             handler.finish("nothing_found", text=NOTHING_FOUND)
         else:
-            handler.finish("answered")
+            # A model that did not stream left no tokens: its reply is the answer.
+            handler.finish("answered", text=None if handler.raw_text else reply)
 
     async def astream(
         self,
@@ -245,7 +276,7 @@ class AnswerPipeline:
             task = asyncio.create_task(self._run(handler, inputs))
         try:
             while True:
-                event = await events.get()
+                event = await self._next_event(events, task, handler)
                 yield event
                 if isinstance(event, DoneEvent):
                     break
@@ -253,6 +284,25 @@ class AnswerPipeline:
             if task is not None and not task.done():
                 task.cancel()  # the consumer went away: stop the model work too
                 await asyncio.gather(task, return_exceptions=True)
+
+    @staticmethod
+    async def _next_event(
+        events: asyncio.Queue[Event],
+        task: asyncio.Task[None] | None,
+        handler: AnswerEventHandler,
+    ) -> Event:
+        """The next event; if the work ended without ``done`` (a bug), a ``done`` anyway."""
+        getter = asyncio.ensure_future(events.get())
+        if task is not None and not task.done():
+            await asyncio.wait({getter, task}, return_when=asyncio.FIRST_COMPLETED)
+        if getter.done() or not events.empty() or task is None or not task.done():
+            return await getter
+        # The work is over and left no event behind: it died without its done.
+        getter.cancel()
+        if handler.done is None:
+            problem = None if task.cancelled() else task.exception()
+            handler.fail("internal", f"the answer stopped unexpectedly: {problem!r}")
+        return events.get_nowait()
 
     async def ainvoke(self, question: str, **options: Any) -> dict[str, Any]:
         """The JSON result: the ``done`` event's data plus ``request_id``."""
@@ -264,35 +314,38 @@ class AnswerPipeline:
         return {"request_id": done.request_id, **done.data.model_dump(mode="json")}
 
     def stream(self, question: str, **options: Any) -> Iterator[Event]:
-        """:meth:`astream` for synchronous callers (the work runs on its own event loop)."""
+        """:meth:`astream` for synchronous callers (the work runs on its own event loop).
+
+        Leaving the loop early cancels the work at once, as a disconnecting client would.
+        """
         events: queue.Queue[Event | BaseException] = queue.Queue()
-        stop = threading.Event()
+        loop = asyncio.new_event_loop()
 
         async def pump() -> None:
-            generator = self.astream(question, **options)
             try:
-                async for event in generator:
+                async for event in self.astream(question, **options):
                     events.put(event)
-                    if stop.is_set():
-                        break
-            except BaseException as error:
+            except BaseException as error:  # delivered to the caller's thread
                 events.put(error)
-            finally:
-                await generator.aclose()
 
-        worker = threading.Thread(target=asyncio.run, args=(pump(),), daemon=True)
+        task = loop.create_task(pump())
+        worker = threading.Thread(target=loop.run_until_complete, args=(task,), daemon=True)
         worker.start()
         try:
             while True:
                 item = events.get()
+                if isinstance(item, asyncio.CancelledError):
+                    return
                 if isinstance(item, BaseException):
                     raise item
                 yield item
                 if isinstance(item, DoneEvent):
                     break
         finally:
-            stop.set()
-            worker.join(timeout=self.settings.request_timeout_s)
+            if not task.done():
+                loop.call_soon_threadsafe(task.cancel)
+            worker.join()
+            loop.close()
 
     def invoke(self, question: str, **options: Any) -> dict[str, Any]:
         """:meth:`ainvoke` for synchronous callers."""

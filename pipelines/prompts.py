@@ -24,10 +24,12 @@ material given inside <source> and <context> blocks.
   like [1] or [2][3]. Never cite a number that is not a <source> block's n.
 - <context> blocks have no number: use them, but do not cite them.
 - If the material does not answer the question, say so briefly instead of guessing.
-- Write plain prose, a few sentences; no reference list at the end."""
+- Write plain prose, a few sentences; no reference list at the end.
+- Answer the <question> at the end; <turn> blocks are earlier turns of the conversation."""
 
 _BLOCK_RE = re.compile(r'<(source|context) (?:n="(\d+)" )?name="([^"]*)">\n(.*?)\n</\1>', re.DOTALL)
-_QUESTION_RE = re.compile(r"\nQuestion: (.*)\Z", re.DOTALL)
+_TURN_RE = re.compile(r'<turn role="([^"]*)">\n(.*?)\n</turn>', re.DOTALL)
+_TAG_RE = re.compile(r"</?(?:source|context|question|turn)\b", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -38,8 +40,9 @@ class PromptBlock:
 
 
 def _clean(text: str) -> str:
-    # Retrieved text must not be able to close its own block or open a new one.
-    return re.sub(r"</?(source|context)\b", lambda m: m.group(0).replace("<", "&lt;"), text)
+    # Retrieved text (or a user's turn) must not be able to close its own block or open a
+    # new one, in any letter case.
+    return _TAG_RE.sub(lambda m: m.group(0).replace("<", "&lt;"), text)
 
 
 def _attribute(text: str) -> str:
@@ -47,7 +50,10 @@ def _attribute(text: str) -> str:
 
 
 def answer_messages(
-    question: str, sources: Sequence[Source], context: Sequence[Document]
+    question: str,
+    sources: Sequence[Source],
+    context: Sequence[Document],
+    history: Sequence[tuple[str, str]] = (),
 ) -> list[BaseMessage]:
     blocks = [
         f'<source n="{s.n}" name="{_attribute(s.display_name)}">\n'
@@ -63,20 +69,30 @@ def answer_messages(
             f'<context name="{_attribute(name)}">\n{_clean(document.page_content)}\n</context>'
         )
     body = "\n\n".join(blocks) if blocks else "(no material was found)"
+    # Earlier turns let a follow-up's "it" be understood; the question comes last, tagged,
+    # so nothing in the retrieved text can pass for it.
+    turns = "".join(
+        f'<turn role="{_attribute(role)}">\n{_clean(said)}\n</turn>\n'
+        for role, said in history[-6:]
+    )
     return [
         SystemMessage(content=ANSWER_SYSTEM),
-        HumanMessage(content=f"{body}\n\nQuestion: {question}"),
+        HumanMessage(content=f"{body}\n\n{turns}<question>\n{_clean(question)}\n</question>"),
     ]
 
 
-def read_answer_prompt(messages: Sequence[BaseMessage]) -> tuple[str, list[PromptBlock]]:
-    """The question and the blocks of a prompt built by :func:`answer_messages`."""
+def read_answer_prompt(
+    messages: Sequence[BaseMessage],
+) -> tuple[str, list[PromptBlock], list[tuple[str, str]]]:
+    """The question, the blocks and the earlier turns of a prompt from :func:`answer_messages`."""
     text = str(messages[-1].content) if messages else ""
-    match = _QUESTION_RE.search(text)
-    question = match.group(1).strip() if match else text.strip()
+    body, marker, question = text.rpartition("<question>\n")
+    if not marker:
+        body, question = "", text
+    question = question.removesuffix("</question>").strip()
     blocks = [
-        PromptBlock(int(n) if n else None, name, body)
-        for kind, n, name, body in _BLOCK_RE.findall(text[: match.start() if match else None])
+        PromptBlock(int(n) if n else None, name, block)
+        for kind, n, name, block in _BLOCK_RE.findall(body)
         if (kind == "source") == bool(n)
     ]
-    return question, blocks
+    return question, blocks, _TURN_RE.findall(body)

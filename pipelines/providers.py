@@ -15,7 +15,10 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import threading
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from langchain_core.embeddings import Embeddings
 from langchain_core.language_models import BaseChatModel
@@ -27,7 +30,9 @@ from pipelines.settings import Settings
 
 __all__ = ["default_gguf", "make_models"]
 
-_INSTALL_LLAMACPP = "pip install 'reactome-answers[llamacpp]'"
+_INSTALL_LLAMACPP = "make install-llamacpp (or pip install 'reactome-answers[llamacpp]')"
+# The answer and expander share one model instance, and requests run concurrently.
+_LLAMA_LOCK = threading.Lock()
 
 
 def default_gguf() -> Path:
@@ -60,7 +65,19 @@ def _llamacpp(settings: Settings) -> BaseChatModel:
         raise ConfigurationError(
             f"model file {path} does not exist", fix="give the path of a .gguf"
         )
-    return ChatLlamaCpp(
+
+    class _OneAtATime(ChatLlamaCpp):
+        """One llama.cpp context is not safe to use from two threads: serve in turn."""
+
+        def _generate(self, *args: Any, **kwargs: Any) -> Any:
+            with _LLAMA_LOCK:
+                return super()._generate(*args, **kwargs)
+
+        def _stream(self, *args: Any, **kwargs: Any) -> Iterator[Any]:
+            with _LLAMA_LOCK:
+                yield from super()._stream(*args, **kwargs)
+
+    return _OneAtATime(
         model_path=str(path),
         streaming=True,
         n_ctx=4096,

@@ -34,7 +34,7 @@ from pydantic import ConfigDict, Field, PrivateAttr
 from pipelines import store
 from pipelines.definitions import COLLECTION_NAMES
 from pipelines.errors import InputError
-from pipelines.expander import Expansion, expander_messages, parse_expansion
+from pipelines.expander import Expansion, expander_messages, parse_expansion, rule_expansion
 from pipelines.keyword_index import KeywordIndex
 from pipelines.settings import Settings
 
@@ -76,9 +76,17 @@ class ReactomeRetriever(BaseRetriever):
 
     # --- expansion ------------------------------------------------------------------------
 
-    def _expansion_from(self, reply: Any, question: str) -> Expansion:
+    def _expansion_from(
+        self, reply: Any, question: str, history: Sequence[tuple[str, str]]
+    ) -> Expansion:
         text = str(getattr(reply, "content", reply))
-        return parse_expansion(text, question, self.max_queries)
+        return parse_expansion(text, question, history, self.max_queries)
+
+    def _fallback(
+        self, question: str, history: Sequence[tuple[str, str]], error: Exception
+    ) -> Expansion:
+        rules = rule_expansion(question, history, self.max_queries)
+        return Expansion(rules.queries, rules.collections, fallback=f"expander failed: {error!r}")
 
     def _expander_call(
         self,
@@ -104,8 +112,8 @@ class ReactomeRetriever(BaseRetriever):
         try:
             reply = self.expander.invoke(messages, config=config)
         except Exception as error:  # the expander must never sink the answer
-            return Expansion([question], [], fallback=f"expander failed: {error!r}")
-        return self._expansion_from(reply, question)
+            return self._fallback(question, history, error)
+        return self._expansion_from(reply, question, history)
 
     async def _aexpand(
         self,
@@ -117,8 +125,8 @@ class ReactomeRetriever(BaseRetriever):
         try:
             reply = await self.expander.ainvoke(messages, config=config)
         except Exception as error:  # CancelledError is not an Exception: it propagates
-            return Expansion([question], [], fallback=f"expander failed: {error!r}")
-        return self._expansion_from(reply, question)
+            return self._fallback(question, history, error)
+        return self._expansion_from(reply, question, history)
 
     # --- search ---------------------------------------------------------------------------
 

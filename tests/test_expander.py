@@ -96,3 +96,7 @@ def test_a_failing_expander_falls_back_to_the_question(
     )
     documents = retriever.invoke("What causes Tangier disease?")
     assert "R-HSA-5682113" in [d.metadata.get("st_id") for d in documents]
+    # Routing survives the failure: a website question still goes to the user guide only.
+    guide = retriever.invoke("How do I use the pathway browser?")
+    assert guide
+    assert {d.metadata["collection"] for d in guide} == {"userguide"}

@@ -73,6 +73,12 @@ def test_website_question_has_no_citations_unless_urls_are_cited(pipeline: Answe
     assert done.data.references
 
 
+def test_a_follow_up_uses_the_history(pipeline: AnswerPipeline) -> None:
+    history = [("user", "What does ABCA1 do in Tangier disease?"), ("assistant", "It moves...")]
+    _, done = ask(pipeline, "Which disease follows when it is defective?", history=history)
+    assert "R-HSA-5682113" in st_ids(done)
+
+
 def test_an_off_topic_question_finds_nothing(pipeline: AnswerPipeline) -> None:
     _, done = ask(pipeline, "What is the capital of Peru?")
     assert done.data.state == "nothing_found"

@@ -7,6 +7,7 @@ Every stream is checked against the invariants of DESIGN.md.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -15,6 +16,7 @@ from langchain_core.callbacks import CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
 from langchain_core.language_models import BaseChatModel, FakeListChatModel
 from langchain_core.retrievers import BaseRetriever
+from langchain_core.runnables import RunnableLambda
 
 from callbacks.events import CitationEvent, DoneEvent, ErrorEvent, Event, TokenEvent
 from pipelines.pipeline import NOTHING_FOUND, AnswerPipeline
@@ -193,7 +195,66 @@ def test_a_model_failing_mid_stream_ends_with_error_then_done_failed() -> None:
     done = events[-1]
     assert isinstance(done, DoneEvent)
     assert done.data.state == "failed"
-    assert done.data.references == []
+    # The partial text cites nothing, so, as for any uncited answer, the list stays.
+    assert [r.st_id for r in done.data.references] == ["R-HSA-5682113"]
+
+
+def test_a_failure_after_a_marker_keeps_what_that_marker_cites() -> None:
+    model = FakeListChatModel(
+        responses=["ABCA1 exports cholesterol [2]. More to come"], error_on_chunk_number=34
+    )
+    pipeline, _, _ = make_pipeline([ABCA1, CDK5], model)
+    done = run(pipeline)[-1]
+    assert isinstance(done, DoneEvent)
+    assert done.data.state == "failed"
+    assert done.data.text == "ABCA1 exports cholesterol [1]. Mor"
+    assert [r.st_id for r in done.data.references] == ["R-HSA-8862803"]
+
+
+def test_documents_with_unusable_identifiers_become_context_not_a_hang() -> None:
+    no_collection = Document(
+        "ABCA1 text.", metadata={"st_id": "R-HSA-5682113", "display_name": "X"}
+    )
+    file_url = Document("Page.", metadata={"url": "/work/pages/guide.md", "display_name": "Guide"})
+    not_reactome = Document("Gene.", metadata={"st_id": "ENSG00000165029", "display_name": "Gene"})
+    pipeline, _, _ = make_pipeline([no_collection, file_url, not_reactome], "Answer [1].")
+    events = run(pipeline, cite_urls=True)
+    citations = of_type(events, CitationEvent)
+    assert [(c.data.st_id, c.data.collection) for c in citations] == [("R-HSA-5682113", "unknown")]
+
+
+def test_a_plain_runnable_works_as_the_retriever() -> None:
+    pipeline = AnswerPipeline(
+        load_settings(),
+        answer_model=FakeListChatModel(responses=["CDK5 [1]."]),
+        expander_model=FakeListChatModel(responses=["unused"]),
+        retriever=RunnableLambda(lambda _question: [CDK5]),
+        raise_handler_errors=True,
+    )
+    events = run(pipeline)
+    assert [c.data.st_id for c in of_type(events, CitationEvent)] == ["R-HSA-8862803"]
+    assert "".join(t.data.text for t in of_type(events, TokenEvent)) == "CDK5 [1]."
+
+
+def test_a_model_that_does_not_stream_still_answers() -> None:
+    model = FakeListChatModel(responses=["ABCA1 exports cholesterol [1]."], disable_streaming=True)
+    pipeline, _, _ = make_pipeline([ABCA1], model)
+    events = run(pipeline)
+    done = events[-1]
+    assert isinstance(done, DoneEvent)
+    assert (done.data.state, done.data.text) == ("answered", "ABCA1 exports cholesterol [1].")
+    assert of_type(events, TokenEvent) == []
+
+
+def test_leaving_a_sync_stream_does_not_wait_for_the_model() -> None:
+    # Each character takes 30 s: the loop must end without waiting for even one of them.
+    glacial = FakeListChatModel(responses=["abc"], sleep=30)
+    pipeline, _, _ = make_pipeline([ABCA1], glacial)
+    started = time.monotonic()
+    for event in pipeline.stream("q"):
+        if isinstance(event, CitationEvent):
+            break
+    assert time.monotonic() - started < 20
 
 
 @pytest.mark.parametrize("question", ["", "   \n\t", "x" * 2001])
