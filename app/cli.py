@@ -82,6 +82,23 @@ def _cmd_config(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def _add_serve_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    parser.add_argument("--port", type=int, default=8000, help="port to listen on")
+
+
+def _cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
+    import uvicorn
+
+    from app.server import create_app
+
+    print(
+        f"{PROG}: serving on http://{args.host}:{args.port}/ (API docs at /docs)", file=sys.stderr
+    )
+    uvicorn.run(create_app(settings), host=args.host, port=args.port, log_level="info")
+    return 0
+
+
 def _add_json_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print JSON")
 
@@ -100,6 +117,11 @@ _COMMANDS: dict[str, tuple[str, _Handler, _Arguments | None]] = {
         "ingest the sample corpus, a folder of Reactome release files, or a download",
         cmd_ingest,
         add_ingest_arguments,
+    ),
+    "serve": (
+        "serve the HTTP API: POST /v1/answer (JSON), POST /v1/answer/stream (SSE), /healthz",
+        _cmd_serve,
+        _add_serve_arguments,
     ),
     "collections": (
         "list what is ingested: documents, chunks, release, files, model",

@@ -1,0 +1,256 @@
+"""The HTTP backend served by uvicorn on 127.0.0.1, read by a real SSE client (httpx-sse)."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+from httpx_sse import connect_sse
+from langchain_core.callbacks import AsyncCallbackManagerForLLMRun
+from langchain_core.embeddings import Embeddings
+from langchain_core.language_models import BaseChatModel, FakeListChatModel
+from langchain_core.messages import AIMessageChunk, BaseMessage
+from langchain_core.outputs import ChatGenerationChunk, ChatResult
+
+from app.server import create_app
+from callbacks.events import ErrorEvent, Event, parse_event
+from pipelines.pipeline import AnswerPipeline
+from pipelines.settings import load_settings
+from tests.invariants import check_stream
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def serve(app: Any) -> Iterator[str]:
+    server = uvicorn.Server(
+        uvicorn.Config(app, host="127.0.0.1", port=free_port(), log_level="warning")
+    )
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        assert time.monotonic() < deadline, "uvicorn did not start"
+        time.sleep(0.05)
+    yield f"http://127.0.0.1:{server.config.port}"
+    server.should_exit = True
+    thread.join(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def base_url(sample_home: Path, minilm: Embeddings) -> Iterator[str]:
+    settings = load_settings(home=sample_home)
+    pipeline = AnswerPipeline(settings, embeddings=minilm, raise_handler_errors=True)
+    yield from serve(create_app(settings, pipeline=pipeline))
+
+
+def stream(base: str, body: dict[str, Any]) -> tuple[httpx.Response, list[Event]]:
+    with (
+        httpx.Client(timeout=60) as client,
+        connect_sse(client, "POST", f"{base}/v1/answer/stream", json=body) as source,
+    ):
+        events = [parse_event(frame.data) for frame in source.iter_sse()]
+        return source.response, events
+
+
+def test_sse_stream_is_well_formed(base_url: str) -> None:
+    response, events = stream(base_url, {"question": "What causes Tangier disease?"})
+    assert response.headers["content-type"].startswith("text/event-stream")
+    assert response.headers["cache-control"] == "no-cache, no-transform"
+    assert response.headers["x-accel-buffering"] == "no"
+    done = check_stream(events)
+    assert done.data.state == "answered"
+    assert "R-HSA-5682113" in [r.st_id for r in done.data.references]
+
+
+def test_json_and_sse_agree(base_url: str) -> None:
+    body = {"question": "What is the role of CDK5 in Alzheimer's disease?"}
+    result = httpx.post(f"{base_url}/v1/answer", json=body, timeout=60).json()
+    _, events = stream(base_url, body)
+    done = check_stream(events)
+    assert result["text"] == done.data.text
+    assert result["references"] == [r.model_dump(mode="json") for r in done.data.references]
+    assert result["request_id"]
+    assert result["request_id"] != done.request_id
+
+
+def test_options_reach_the_pipeline(base_url: str) -> None:
+    body = {"question": "How do I use the pathway browser?", "cite_urls": True,
+            "history": [{"role": "user", "content": "Hi"}]}  # fmt: skip
+    _, events = stream(base_url, body)
+    done = check_stream(events)
+    assert done.data.references
+    assert all(r.url for r in done.data.references)
+    _, events = stream(base_url, {"question": "What causes Tangier disease?",
+                                  "collections": ["userguide"]})  # fmt: skip
+    assert all(e.data.collection == "userguide" for e in events if e.type == "citation")
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ({}, "question: Field required"),
+        ({"question": ""}, "question: String should have at least 1 character"),
+        ({"question": "q", "colour": "red"}, "colour: Extra inputs are not permitted"),
+        ({"question": "q", "collections": ["pathways"]}, "collections.0: Input should be"),
+        ({"question": "q" * 2001}, "question: 2,001 characters; the limit is 2,000"),
+    ],
+)
+def test_bad_requests_are_422_with_a_message(
+    base_url: str, body: dict[str, Any], message: str
+) -> None:
+    for path in ("/v1/answer", "/v1/answer/stream"):
+        response = httpx.post(f"{base_url}{path}", json=body, timeout=30)
+        assert response.status_code == 422
+        error = response.json()["error"]
+        assert error["code"] == "bad_input"
+        assert message in error["message"]
+
+
+def test_oversized_body_is_413(base_url: str) -> None:
+    response = httpx.post(f"{base_url}/v1/answer", content=b"x" * 70_000, timeout=30,
+                          headers={"content-type": "application/json"})  # fmt: skip
+    assert response.status_code == 413
+    assert "bytes" in response.json()["error"]["message"]
+
+
+def test_health_collections_and_docs(base_url: str) -> None:
+    health = httpx.get(f"{base_url}/healthz").json()
+    assert health["status"] == "ok"
+    assert health["missing"] == []
+    listed = httpx.get(f"{base_url}/v1/collections").json()
+    assert [c["name"] for c in listed] == ["reactome", "disease_variants", "userguide"]
+    assert httpx.get(f"{base_url}/docs").status_code == 200
+    paths = httpx.get(f"{base_url}/openapi.json").json()["paths"]
+    assert {"/v1/answer", "/v1/answer/stream", "/healthz", "/v1/collections"} <= set(paths)
+
+
+def test_health_without_a_store_is_503(tmp_path: Path) -> None:
+    settings = load_settings(home=tmp_path / "empty")
+    pipeline = AnswerPipeline(settings, answer_model=FakeListChatModel(responses=["x"]),
+                              expander_model=FakeListChatModel(responses=["x"]))  # fmt: skip
+    for base in serve(create_app(settings, pipeline=pipeline)):
+        response = httpx.get(f"{base}/healthz")
+        assert response.status_code == 503
+        assert response.json()["missing"] == ["reactome", "disease_variants", "userguide"]
+
+
+def test_concurrent_streams_stay_separate(base_url: str) -> None:
+    questions = ["What causes Tangier disease?", "What does IDH1 R132H do?",
+                 "How do I use the pathway browser?", "What is glycolysis?"] * 3  # fmt: skip
+
+    async def one(client: httpx.AsyncClient, question: str) -> list[Event]:
+        async with client.stream("POST", f"{base_url}/v1/answer/stream",
+                                 json={"question": question}) as response:  # fmt: skip
+            events = []
+            async for line in response.aiter_lines():
+                if line.startswith("data: "):
+                    events.append(parse_event(line.removeprefix("data: ")))
+            return events
+
+    async def all_of_them() -> list[list[Event]]:
+        async with httpx.AsyncClient(timeout=120) as client:
+            return list(await asyncio.gather(*(one(client, q) for q in questions)))
+
+    streams = asyncio.run(all_of_them())
+    ids = set()
+    for question, events in zip(questions, streams, strict=True):
+        check_stream(events)
+        assert events[0].data.question == question  # type: ignore[union-attr]
+        ids.add(events[0].request_id)
+    assert len(ids) == len(questions)
+
+
+class _Ticker(BaseChatModel):
+    """Streams one token every 50 ms, counting them, so a test can see generation stop."""
+
+    produced: list[int]
+
+    @property
+    def _llm_type(self) -> str:
+        return "ticker"
+
+    def _generate(self, *args: Any, **kwargs: Any) -> ChatResult:
+        raise NotImplementedError
+
+    async def _astream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> AsyncIterator[ChatGenerationChunk]:
+        for _ in range(400):
+            await asyncio.sleep(0.05)
+            self.produced.append(1)
+            yield ChatGenerationChunk(message=AIMessageChunk(content="tick "))
+
+
+def test_disconnect_cancels_generation_and_timeouts_fail_cleanly(
+    sample_home: Path, minilm: Embeddings
+) -> None:
+    ticker = _Ticker(produced=[])
+    settings = load_settings(home=sample_home, request_timeout_s=3)
+    pipeline = AnswerPipeline(settings, embeddings=minilm, answer_model=ticker,
+                              expander_model=FakeListChatModel(responses=["{}"]))  # fmt: skip
+    for base in serve(create_app(settings, pipeline=pipeline)):
+        with (
+            httpx.Client(timeout=60) as client,
+            connect_sse(
+                client, "POST", f"{base}/v1/answer/stream", json={"question": "What is ABCA1?"}
+            ) as source,
+        ):
+            for frame in source.iter_sse():
+                if frame.event == "token":
+                    break
+        time.sleep(0.5)
+        produced = len(ticker.produced)
+        time.sleep(1.0)
+        assert len(ticker.produced) == produced, "the model kept generating for nobody"
+
+        _, events = stream(base, {"question": "What is ABCA1?"})
+        done = check_stream(events)
+        assert done.data.state == "failed"
+        assert [e.data.code for e in events if isinstance(e, ErrorEvent)] == ["timeout"]
+
+
+def test_serve_command_starts_the_api(sample_home: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    port = free_port()
+    command = [str(Path(sys.executable).parent / "reactome-answers"), "--home", str(sample_home),
+               "serve", "--port", str(port)]  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if k != "REACTOME_ANSWERS_HOME"}
+    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                health = httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2)
+                break
+            except httpx.TransportError:
+                assert process.poll() is None, "serve exited early"
+                assert time.monotonic() < deadline, "serve did not start"
+                time.sleep(0.3)
+        assert health.json()["status"] == "ok"
+        body = {"question": "What causes Tangier disease?"}
+        answer = httpx.post(f"http://127.0.0.1:{port}/v1/answer", json=body, timeout=60)
+        assert answer.json()["state"] == "answered"
+    finally:
+        process.terminate()
+        _, stderr = process.communicate(timeout=30)
+    assert f"serving on http://127.0.0.1:{port}/" in stderr.decode()
