@@ -17,6 +17,7 @@ from typing import Any
 
 from app._ask_command import add_ask_arguments, cmd_ask
 from app._ingest_commands import add_ingest_arguments, cmd_collections, cmd_ingest
+from app._logs_commands import add_logs_arguments, add_replay_arguments, cmd_logs, cmd_replay
 from callbacks.events import event_json_schema
 from pipelines.errors import ReactomeAnswersError
 from pipelines.settings import Settings, env_var_for, load_settings
@@ -69,6 +70,13 @@ def _add_setting_options(parser: argparse.ArgumentParser, *, default: Any) -> No
         action=argparse.BooleanOptionalAction,
         default=default,
         help=f"cite user-guide pages by their url [{env_var_for('cite_urls')}]",
+    )
+    group.add_argument(
+        "--log",
+        dest="event_logs",
+        action=argparse.BooleanOptionalAction,
+        default=default,
+        help=f"write an event log per request under HOME/logs [{env_var_for('event_logs')}]",
     )
 
 
@@ -127,6 +135,12 @@ _COMMANDS: dict[str, tuple[str, _Handler, _Arguments | None]] = {
         "list what is ingested: documents, chunks, release, files, model",
         cmd_collections,
         _add_json_flag,
+    ),
+    "logs": ("list, show and measure the recorded event logs", cmd_logs, add_logs_arguments),
+    "replay": (
+        "re-emit a recorded answer, or --check it against a fresh handler",
+        cmd_replay,
+        add_replay_arguments,
     ),
     "schema": ("print the JSON Schema of one event of the answer stream", _cmd_schema, None),
     "config": (

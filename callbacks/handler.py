@@ -87,7 +87,10 @@ class AnswerEventHandler(BaseCallbackHandler):
         cite_urls: bool = False,
         raise_error: bool = False,
         clock: Callable[[], float] = time.perf_counter,
+        record: Callable[[str, dict[str, Any]], None] | None = None,
     ) -> None:
+        """``record`` receives every call the handler acts on, as (hook, JSON-able arguments),
+        so an event log can replay them into a fresh handler (``replay --check``)."""
         self.request_id = request_id
         self.cite_urls = cite_urls
         self.raise_error = raise_error
@@ -101,6 +104,11 @@ class AnswerEventHandler(BaseCallbackHandler):
         self._seq = 0
         self._lock = threading.Lock()
         self._answer = _Answer()
+        self._record = record
+
+    def _note(self, hook: str, **arguments: Any) -> None:
+        if self._record is not None:
+            self._record(hook, arguments)
 
     # --- emitting ---------------------------------------------------------------------------
 
@@ -117,6 +125,7 @@ class AnswerEventHandler(BaseCallbackHandler):
             return event
 
     def start(self, question: str, collections: Sequence[str], options: dict[str, Any]) -> None:
+        self._note("start", question=question, collections=list(collections), options=options)
         data = StartData(question=question, collections=list(collections), options=options)
         self._send(StartEvent, data)
 
@@ -137,6 +146,13 @@ class AnswerEventHandler(BaseCallbackHandler):
     def _register(
         self, kind: str, run_id: UUID, parent_run_id: UUID | None, tags: list[str] | None, name: str
     ) -> None:
+        self._note(
+            f"{kind}_start",
+            run_id=str(run_id),
+            parent_run_id=str(parent_run_id) if parent_run_id else None,
+            tags=list(tags or ()),
+            name=name,
+        )
         self.run_map[run_id] = _Run(kind, name, tuple(tags or ()), parent_run_id)
 
     def on_chain_start(
@@ -213,6 +229,14 @@ class AnswerEventHandler(BaseCallbackHandler):
         parent_run_id: UUID | None = None,
         **kwargs: Any,
     ) -> None:
+        self._note(
+            "retriever_end",
+            run_id=str(run_id),
+            documents=[
+                {"page_content": d.page_content, "metadata": d.metadata, "id": d.id}
+                for d in documents
+            ],
+        )
         if run_id != self.retrieval_run_id or self.retrieval_ended:
             return
         sources, context = number_sources(documents, cite_urls=self.cite_urls)
@@ -243,6 +267,7 @@ class AnswerEventHandler(BaseCallbackHandler):
             token = "".join(
                 part if isinstance(part, str) else str(part.get("text", "")) for part in token
             )
+        self._note("llm_new_token", run_id=str(run_id), token=token)
         run = self.run_map.get(run_id)
         if run is None or ANSWER_TAG not in run.tags or not self.retrieval_ended or not token:
             return
@@ -261,6 +286,7 @@ class AnswerEventHandler(BaseCallbackHandler):
         reply of a model that did not stream). A failed answer keeps the references its
         partial text cites; a refused or empty one has none, and no markers either.
         """
+        self._note("finish", state=state, text=text)
         sources = self._answer.sources if state in ("answered", "failed") else []
         raw = self.raw_text if text is None else text
         stripped = strip_out_of_range_markers(raw, len(sources))
@@ -290,6 +316,11 @@ class AnswerEventHandler(BaseCallbackHandler):
 
     def fail(self, code: str, message: str) -> DoneEvent:
         """Emit ``error`` then ``done`` (``failed``), keeping any text already streamed."""
+        self._note("fail", code=code, message=message)
         data = ErrorData(code=code or "internal", message=message or "the answer failed")
         self._send(ErrorEvent, data)
-        return self.finish("failed")
+        record, self._record = self._record, None  # fail's own finish is not a separate call
+        try:
+            return self.finish("failed")
+        finally:
+            self._record = record

@@ -18,10 +18,14 @@ it works with LangChain's own ``astream_events``. Each call builds its own
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
 import queue
+import re
 import threading
 import uuid
 from collections.abc import AsyncGenerator, Iterator, Sequence
+from datetime import UTC, datetime
 from functools import cached_property
 from typing import Any
 
@@ -38,6 +42,7 @@ from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda, R
 
 from callbacks.events import DoneEvent, Event
 from callbacks.handler import ANSWER_TAG, RETRIEVAL_TAG, AnswerEventHandler
+from callbacks.log import EventLog
 from pipelines.definitions import COLLECTION_NAMES
 from pipelines.errors import InputError, ReactomeAnswersError
 from pipelines.prompts import answer_messages
@@ -250,18 +255,24 @@ class AnswerPipeline:
                 fix=f"choose from {', '.join(COLLECTION_NAMES)}",
             )
         cite = self.settings.cite_urls if cite_urls is None else cite_urls
+        request_id = request_id or uuid.uuid4().hex
+        options = {"llm": self.settings.llm, "cite_urls": cite, "history_turns": len(history)}
         events: asyncio.Queue[Event] = asyncio.Queue()
+        log = self._open_log(request_id, question, collections, options)
+
+        def emit(event: Event) -> None:
+            events.put_nowait(event)
+            if log is not None:
+                log.event(event)
+
         handler = AnswerEventHandler(
-            request_id=request_id or uuid.uuid4().hex,
-            emit=events.put_nowait,
+            request_id=request_id,
+            emit=emit,
             cite_urls=cite,
             raise_error=self.raise_handler_errors,
+            record=log.callback if log is not None else None,
         )
-        handler.start(
-            question,
-            list(collections or ["auto"]),
-            {"llm": self.settings.llm, "cite_urls": cite, "history_turns": len(history)},
-        )
+        handler.start(question, list(collections or ["auto"]), options)
         refusal = self._check_question(question)
         task: asyncio.Task[None] | None = None
         if refusal is not None:
@@ -284,6 +295,34 @@ class AnswerPipeline:
             if task is not None and not task.done():
                 task.cancel()  # the consumer went away: stop the model work too
                 await asyncio.gather(task, return_exceptions=True)
+            if log is not None:
+                log.close()
+
+    def _open_log(
+        self,
+        request_id: str,
+        question: str,
+        collections: Sequence[str] | None,
+        options: dict[str, Any],
+    ) -> EventLog | None:
+        if not self.settings.event_logs:
+            return None
+        safe_id = re.sub(r"[^A-Za-z0-9_.-]", "_", request_id)[:80]
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%f")
+        settings = self.settings.model_dump(mode="json", exclude={"home"})
+        return EventLog(
+            self.settings.logs_dir / f"{stamp}-{safe_id}.jsonl",
+            {
+                "request_id": request_id,
+                "question": question,
+                "collections": list(collections or ["auto"]),
+                "options": options,
+                "settings_digest": hashlib.sha256(
+                    json.dumps(settings, sort_keys=True).encode()
+                ).hexdigest()[:16],
+                "created_at": datetime.now(UTC).isoformat(timespec="milliseconds"),
+            },
+        )
 
     @staticmethod
     async def _next_event(

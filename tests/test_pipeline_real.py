@@ -157,3 +157,27 @@ def test_ask_failures_are_one_line(tmp_path: Path) -> None:
     refused = cli(tmp_path, "ask", "   ")
     assert refused.returncode == 1
     assert "empty" in refused.stdout
+
+
+def test_every_logged_real_answer_replays_identically(
+    sample_home: Path, minilm: Embeddings
+) -> None:
+    from callbacks.log import read_log
+    from callbacks.replay import replay_diff
+
+    pipeline = AnswerPipeline(load_settings(home=sample_home), embeddings=minilm)
+    questions = [
+        "What causes Tangier disease?",
+        "How do I use the pathway browser?",
+        "What does IDH1 R132H do?",
+        "What is the capital of Peru?",
+        "",
+    ]
+    request_ids = [
+        pipeline.invoke(q, cite_urls=i == 1)["request_id"] for i, q in enumerate(questions)
+    ]
+    for request_id in request_ids:
+        (path,) = (sample_home / "logs").glob(f"*-{request_id}.jsonl")
+        contents = read_log(path)
+        assert contents.events
+        assert replay_diff(contents) == [], path

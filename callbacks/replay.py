@@ -1,0 +1,109 @@
+"""Replaying an event log: drive a fresh handler from the recorded callbacks and compare.
+
+``replay --check`` needs no model and no store: what the handler received is in the log, so a
+changed handler can be checked against real past answers.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from typing import Any
+from uuid import UUID
+
+from langchain_core.documents import Document
+
+from callbacks.events import DoneEvent, Event, to_jsonl
+from callbacks.handler import AnswerEventHandler
+from callbacks.log import LogContents
+from pipelines.errors import EventLogError
+
+__all__ = ["comparable", "replay_diff", "replay_events"]
+
+
+def _uuid(value: Any) -> UUID | None:
+    return UUID(str(value)) if value else None
+
+
+def _run_id(value: Any) -> UUID:
+    run_id = _uuid(value)
+    if run_id is None:
+        raise ValueError("a run_id is missing")
+    return run_id
+
+
+def _chain_start(handler: AnswerEventHandler, **ids: Any) -> None:
+    handler.on_chain_start(None, {}, **ids)
+
+
+def _model_start(handler: AnswerEventHandler, **ids: Any) -> None:
+    handler.on_chat_model_start(None, [], **ids)
+
+
+def _retriever_start(handler: AnswerEventHandler, **ids: Any) -> None:
+    handler.on_retriever_start(None, "", **ids)
+
+
+_STARTS = {
+    "chain_start": _chain_start,
+    "model_start": _model_start,
+    "retriever_start": _retriever_start,
+}
+
+
+def replay_events(contents: LogContents) -> list[Event]:
+    """The events a fresh handler emits when fed the log's recorded callbacks."""
+    events: list[Event] = []
+    options = contents.header.get("options") or {}
+    handler = AnswerEventHandler(
+        request_id=str(contents.header["request_id"]),
+        emit=events.append,
+        cite_urls=bool(options.get("cite_urls")),
+        raise_error=True,
+    )
+    for number, record in enumerate(contents.callbacks, start=1):
+        hook = record.get("hook")
+        try:
+            if hook == "start":
+                handler.start(record["question"], record["collections"], record["options"])
+            elif hook == "finish":
+                handler.finish(record["state"], record["text"])
+            elif hook == "fail":
+                handler.fail(record["code"], record["message"])
+            elif hook == "retriever_end":
+                documents = [Document(**document) for document in record["documents"]]
+                handler.on_retriever_end(documents, run_id=_run_id(record.get("run_id")))
+            elif hook == "llm_new_token":
+                handler.on_llm_new_token(record["token"], run_id=_run_id(record.get("run_id")))
+            elif hook in _STARTS:
+                _STARTS[hook](
+                    handler,
+                    run_id=_run_id(record.get("run_id")),
+                    parent_run_id=_uuid(record.get("parent_run_id")),
+                    tags=list(record["tags"]),
+                    name=str(record["name"]),
+                )
+            else:
+                raise EventLogError(f"callback record {number} has an unknown hook {hook!r}")
+        except (KeyError, TypeError, ValueError) as error:
+            raise EventLogError(
+                f"callback record {number} ({hook}) cannot be replayed ({error!r})",
+                fix="the log is corrupt or from another version",
+            ) from None
+    return events
+
+
+def comparable(event: Event) -> dict[str, Any]:
+    """An event without what legitimately differs between runs: timing."""
+    data: dict[str, Any] = json.loads(to_jsonl(event))
+    data.pop("t_ms", None)
+    if isinstance(event, DoneEvent):
+        data["data"].pop("timings", None)
+    return data
+
+
+def replay_diff(contents: LogContents) -> list[str]:
+    """Unified diff (recorded vs replayed) of the events, timing ignored; empty when equal."""
+    recorded = [json.dumps(comparable(e), sort_keys=True) for e in contents.events]
+    replayed = [json.dumps(comparable(e), sort_keys=True) for e in replay_events(contents)]
+    return list(difflib.unified_diff(recorded, replayed, "recorded", "replayed", lineterm=""))

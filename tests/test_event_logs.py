@@ -1,0 +1,198 @@
+"""Event logs: written per request, read back, and replayed into a fresh handler."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from langchain_core.documents import Document
+from langchain_core.language_models import FakeListChatModel
+
+from callbacks.events import DoneEvent
+from callbacks.log import read_log
+from callbacks.replay import replay_diff
+from pipelines.errors import EventLogError
+from tests.test_stream_gating import ABCA1, CDK5, GUIDE, make_pipeline
+
+
+def only_log(home: Path) -> Path:
+    (log,) = sorted((home / "logs").glob("*.jsonl"))
+    return log
+
+
+@pytest.mark.parametrize(
+    ("documents", "answer", "question"),
+    [
+        ([ABCA1, CDK5], "CDK5 [2], ABCA1 [1] and [9].", "What does CDK5 do?"),
+        ([GUIDE], "Click a pathway [1].", "How do I use the pathway browser?"),
+        ([], "never said", "What is the capital of Peru?"),
+        ([ABCA1], "unused", ""),
+    ],
+    ids=["answered", "no-citations", "nothing-found", "refused"],
+)
+def test_every_request_writes_a_log_that_replays_identically(
+    isolated_home: Path,
+    documents: list[Document],
+    answer: str,
+    question: str,
+) -> None:
+    pipeline, _, _ = make_pipeline(documents, answer)
+    streamed = list(pipeline.stream(question, request_id="req-42"))
+    log = read_log(only_log(isolated_home))
+    assert log.header["request_id"] == "req-42"
+    assert log.header["question"] == question
+    assert len(log.header["settings_digest"]) == 16
+    assert log.events == streamed
+    assert replay_diff(log) == []
+
+
+def test_a_failed_answer_replays_too(isolated_home: Path) -> None:
+    model = FakeListChatModel(responses=["ABCA1 exports [1] more"], error_on_chunk_number=15)
+    pipeline, _, _ = make_pipeline([ABCA1], model)
+    streamed = list(pipeline.stream("q"))
+    log = read_log(only_log(isolated_home))
+    assert [e.type for e in log.events] == [e.type for e in streamed]
+    assert replay_diff(log) == []
+
+
+def test_raw_callbacks_carry_documents_and_tokens(isolated_home: Path) -> None:
+    pipeline, _, _ = make_pipeline([ABCA1], "ABCA1 [1].")
+    list(pipeline.stream("q"))
+    log = read_log(only_log(isolated_home))
+    hooks = [record["hook"] for record in log.callbacks]
+    assert hooks[0] == "start"
+    assert hooks[-1] == "finish"
+    (end,) = [r for r in log.callbacks if r["hook"] == "retriever_end"]
+    assert end["documents"][0]["metadata"]["st_id"] == "R-HSA-5682113"
+    tokens = [r["token"] for r in log.callbacks if r["hook"] == "llm_new_token"]
+    assert "".join(tokens) == "ABCA1 [1]."
+
+
+def test_an_altered_log_fails_the_check(isolated_home: Path) -> None:
+    pipeline, _, _ = make_pipeline([ABCA1], "ABCA1 [1].")
+    list(pipeline.stream("q"))
+    path = only_log(isolated_home)
+    lines = path.read_text(encoding="utf-8").splitlines()
+    last_token = max(i for i, line in enumerate(lines) if '"type": "token"' in line)
+    record = json.loads(lines[last_token])
+    record["event"]["data"]["text"] = "FORGED"
+    lines[last_token] = json.dumps(record)
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    diff = replay_diff(read_log(path))
+    assert any(line.startswith("-") and "FORGED" in line for line in diff)
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("", "is empty"),
+        (
+            '{"kind": "header", "schema": 1, "request_id": "r"}\n{"kind": "event", "ev',
+            ":2 is not JSON",
+        ),
+        ('{"some": "other file"}\n', ":1 is not a reactome-answers event log header"),
+        (
+            '{"kind": "header", "schema": 1, "request_id": "r"}\n{"kind": "event", "event": {}}\n',
+            ":2 holds an invalid event",
+        ),
+    ],
+    ids=["empty", "truncated", "foreign", "invalid-event"],
+)
+def test_broken_logs_name_the_file_and_line(tmp_path: Path, content: str, message: str) -> None:
+    path = tmp_path / "broken.jsonl"
+    path.write_text(content, encoding="utf-8")
+    with pytest.raises(EventLogError, match=message) as caught:
+        read_log(path)
+    assert str(path) in str(caught.value)
+
+
+def test_an_unwritable_log_folder_does_not_stop_the_answer(
+    isolated_home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    isolated_home.mkdir(parents=True, exist_ok=True)
+    (isolated_home / "logs").write_text("a file where the folder should be", encoding="utf-8")
+    pipeline, _, _ = make_pipeline([ABCA1], "ABCA1 [1].")
+    done = list(pipeline.stream("q"))[-1]
+    assert isinstance(done, DoneEvent)
+    assert done.data.state == "answered"
+    warnings = capsys.readouterr().err.splitlines()
+    assert len([w for w in warnings if "event log" in w]) == 1
+
+
+def test_logs_can_be_switched_off(isolated_home: Path) -> None:
+    pipeline, _, _ = make_pipeline([ABCA1], "ABCA1 [1].", event_logs=False)
+    list(pipeline.stream("q"))
+    assert not (isolated_home / "logs").exists()
+
+
+def cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "REACTOME_ANSWERS_HOME"}
+    script = Path(sys.executable).parent / "reactome-answers"
+    return subprocess.run(
+        [str(script), "--home", str(home), *args],
+        capture_output=True, text=True, timeout=120, check=False, env=env,
+    )  # fmt: skip
+
+
+def test_logs_and_replay_commands(isolated_home: Path) -> None:
+    pipeline, _, _ = make_pipeline([ABCA1, CDK5], "CDK5 [2] first, ABCA1 [1].")
+    list(pipeline.stream("What does CDK5 do?", request_id="req-cli"))
+    path = only_log(isolated_home)
+
+    assert cli(isolated_home, "logs", "path").stdout.strip() == str(isolated_home / "logs")
+    listed = json.loads(cli(isolated_home, "logs", "list", "--json").stdout)
+    assert [row["request_id"] for row in listed] == ["req-cli"]
+
+    stats = json.loads(cli(isolated_home, "logs", "stats", "req-cli", "--json").stdout)
+    assert stats["state"] == "answered"
+    assert stats["citations_early"] == 2
+    assert stats["citations_final"] == 2
+    assert stats["last_citation_seq"] < stats["first_token_seq"]
+
+    shown = cli(isolated_home, "logs", "show", str(path)).stdout.splitlines()
+    assert [json.loads(line)["seq"] for line in shown] == list(range(1, len(shown) + 1))
+
+    check = cli(isolated_home, "replay", "--check", "req-cli")
+    assert check.returncode == 0, check.stdout + check.stderr
+    assert "replayed identically" in check.stdout
+    replayed = cli(isolated_home, "replay", "--instant", "--jsonl", "req-cli").stdout.splitlines()
+    assert replayed == shown
+
+    lines = path.read_text(encoding="utf-8").splitlines()
+    done_line = max(i for i, line in enumerate(lines) if '"type": "done"' in line)
+    record = json.loads(lines[done_line])
+    record["event"]["data"]["references"].reverse()
+    lines[done_line] = json.dumps(record)
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    altered = cli(isolated_home, "replay", "--check", str(path))
+    assert altered.returncode == 1
+    assert "differ" in altered.stderr
+    assert altered.stdout.startswith("--- recorded")
+
+
+def test_a_missing_or_broken_log_is_a_one_line_error(isolated_home: Path, tmp_path: Path) -> None:
+    missing = cli(isolated_home, "replay", "--check", "no-such-request")
+    assert missing.returncode == 1
+    assert "no request 'no-such-request'" in missing.stderr
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text('{"kind": "header", "schema": 1}\n{oops\n', encoding="utf-8")
+    result = cli(isolated_home, "logs", "stats", str(broken))
+    assert result.returncode == 1
+    assert f"{broken}:2 is not JSON" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_no_log_option_writes_nothing(sample_home: Path, tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    for name in ("chroma", "keyword"):
+        shutil.copytree(sample_home / name, home / name)
+    assert cli(home, "--no-log", "ask", "What is ABCA1?").returncode == 0
+    assert not (home / "logs").exists()
+    assert cli(home, "ask", "What is ABCA1?").returncode == 0
+    assert len(list((home / "logs").glob("*.jsonl"))) == 1
