@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any, Literal
 
+import anyio
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
@@ -166,8 +167,10 @@ def create_app(
                 async for event in events:
                     yield to_sse(event).encode()
             finally:
-                # A disconnected client lands here: closing the stream cancels the model.
-                await events.aclose()
+                # A disconnected client lands here: closing the stream cancels the model. The
+                # scope around us is already cancelled, so shield the clean-up from it.
+                with anyio.CancelScope(shield=True):
+                    await events.aclose()
 
         return EventSourceResponse(frames(), headers=STREAM_HEADERS, ping=KEEP_ALIVE_S)
 

@@ -292,11 +292,15 @@ class AnswerPipeline:
                 if isinstance(event, DoneEvent):
                     break
         finally:
-            if task is not None and not task.done():
-                task.cancel()  # the consumer went away: stop the model work too
-                await asyncio.gather(task, return_exceptions=True)
-            if log is not None:
-                log.close()
+            try:
+                if task is not None and not task.done():
+                    task.cancel()  # the consumer went away: stop the model work too
+                    await asyncio.gather(task, return_exceptions=True)
+            finally:
+                # Closed even when the await above is itself cancelled (anyio cancels every
+                # await inside a cancelled scope, as Starlette's is after a disconnect).
+                if log is not None:
+                    log.close()
 
     def _open_log(
         self,

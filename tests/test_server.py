@@ -22,6 +22,7 @@ from langchain_core.outputs import ChatGenerationChunk, ChatResult
 
 from app.server import create_app
 from callbacks.events import ErrorEvent, Event, parse_event
+from callbacks.log import read_log
 from pipelines.pipeline import AnswerPipeline
 from pipelines.settings import load_settings
 from tests.invariants import check_stream
@@ -213,12 +214,18 @@ def test_disconnect_cancels_generation_and_timeouts_fail_cleanly(
             ) as source,
         ):
             for frame in source.iter_sse():
+                request_id = parse_event(frame.data).request_id
                 if frame.event == "token":
                     break
         time.sleep(0.5)
         produced = len(ticker.produced)
         time.sleep(1.0)
         assert len(ticker.produced) == produced, "the model kept generating for nobody"
+        # The log records the cancellation and is complete: error, then done.
+        (path,) = (sample_home / "logs").glob(f"*-{request_id}.jsonl")
+        logged = read_log(path).events
+        assert [e.data.code for e in logged if isinstance(e, ErrorEvent)] == ["cancelled"]
+        assert logged[-1].type == "done"
 
         _, events = stream(base, {"question": "What is ABCA1?"})
         done = check_stream(events)
