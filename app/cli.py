@@ -46,6 +46,13 @@ _SETTING_OPTIONS: tuple[tuple[str, str], ...] = (
 )
 
 
+# (option, settings field, help) for on/off settings; each also gets its --no- form.
+_SWITCH_OPTIONS: tuple[tuple[str, str, str], ...] = (
+    ("--cite-urls", "cite_urls", "cite user-guide pages by their url"),
+    ("--log", "event_logs", "write an event log per request under HOME/logs"),
+)
+
+
 def _package_version() -> str:
     try:
         return version(PROG)
@@ -64,20 +71,14 @@ def _add_setting_options(parser: argparse.ArgumentParser, *, default: Any) -> No
             metavar=field.split("_")[-1].upper(),
             help=f"{help_text} [{env_var_for(field)}]",
         )
-    group.add_argument(
-        "--cite-urls",
-        dest="cite_urls",
-        action=argparse.BooleanOptionalAction,
-        default=default,
-        help=f"cite user-guide pages by their url [{env_var_for('cite_urls')}]",
-    )
-    group.add_argument(
-        "--log",
-        dest="event_logs",
-        action=argparse.BooleanOptionalAction,
-        default=default,
-        help=f"write an event log per request under HOME/logs [{env_var_for('event_logs')}]",
-    )
+    for option, field, help_text in _SWITCH_OPTIONS:
+        group.add_argument(
+            option,
+            dest=field,
+            action=argparse.BooleanOptionalAction,
+            default=default,
+            help=f"{help_text} [{env_var_for(field)}]",
+        )
 
 
 def _cmd_schema(args: argparse.Namespace, settings: Settings) -> int:

@@ -3,16 +3,28 @@
 from __future__ import annotations
 
 import tomllib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, cast
 
-from pipelines.errors import ConfigurationError
+from pipelines.errors import ConfigurationError, InputError
 
-__all__ = ["COLLECTION_NAMES", "CollectionDefinition", "load_definitions"]
+__all__ = ["COLLECTION_NAMES", "CollectionDefinition", "check_collection_names", "load_definitions"]
 
 # The collections the pipeline knows, in the order they are ingested and listed.
 COLLECTION_NAMES = ("reactome", "disease_variants", "userguide")
+
+
+def check_collection_names(names: Sequence[str]) -> list[str]:
+    """``names`` as a list, or an :class:`InputError` naming the ones we do not know."""
+    unknown = [name for name in names if name not in COLLECTION_NAMES]
+    if unknown:
+        raise InputError(
+            f"unknown collection(s) {', '.join(unknown)}",
+            fix=f"choose from {', '.join(COLLECTION_NAMES)}",
+        )
+    return list(names)
 
 
 @dataclass(frozen=True)

@@ -43,8 +43,8 @@ from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda, R
 from callbacks.events import DoneEvent, Event
 from callbacks.handler import ANSWER_TAG, RETRIEVAL_TAG, AnswerEventHandler
 from callbacks.log import EventLog
-from pipelines.definitions import COLLECTION_NAMES
-from pipelines.errors import InputError, ReactomeAnswersError
+from pipelines.definitions import check_collection_names
+from pipelines.errors import ReactomeAnswersError
 from pipelines.prompts import answer_messages
 from pipelines.settings import Settings, load_settings
 from pipelines.sources import number_sources
@@ -248,12 +248,7 @@ class AnswerPipeline:
         request_id: str | None = None,
     ) -> AsyncGenerator[Event, None]:
         """Yield the request's events: ``start``, ``citation``..., ``token``..., ``done``."""
-        unknown = [name for name in collections or () if name not in COLLECTION_NAMES]
-        if unknown:
-            raise InputError(
-                f"unknown collection(s) {', '.join(unknown)}",
-                fix=f"choose from {', '.join(COLLECTION_NAMES)}",
-            )
+        check_collection_names(collections or ())
         cite = self.settings.cite_urls if cite_urls is None else cite_urls
         request_id = request_id or uuid.uuid4().hex
         options = {"llm": self.settings.llm, "cite_urls": cite, "history_turns": len(history)}

@@ -32,8 +32,7 @@ from langchain_core.runnables import RunnableConfig
 from pydantic import ConfigDict, Field, PrivateAttr
 
 from pipelines import store
-from pipelines.definitions import COLLECTION_NAMES
-from pipelines.errors import InputError
+from pipelines.definitions import check_collection_names
 from pipelines.expander import Expansion, expander_messages, parse_expansion, rule_expansion
 from pipelines.keyword_index import KeywordIndex
 from pipelines.settings import Settings
@@ -141,13 +140,7 @@ class ReactomeRetriever(BaseRetriever):
 
     def _collections_for(self, expansion: Expansion, override: Sequence[str] | None) -> list[str]:
         chosen = list(override or self.collections or expansion.collections)
-        unknown = [name for name in chosen if name not in COLLECTION_NAMES]
-        if unknown:
-            raise InputError(
-                f"unknown collection(s) {', '.join(unknown)}",
-                fix=f"choose from {', '.join(COLLECTION_NAMES)}",
-            )
-        return chosen or ["reactome", "disease_variants"]
+        return check_collection_names(chosen) or ["reactome", "disease_variants"]
 
     def search(self, expansion: Expansion, collections: Sequence[str], k: int) -> list[Document]:
         """Everything after expansion; plain Python, so it can run in a worker thread."""
