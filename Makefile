@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: install install-llamacpp test lint typecheck unit demo bench-ingest clean
+.PHONY: install install-llamacpp install-browser test lint typecheck unit demo bench-ingest clean
 
 # Reinstall only when the project's metadata changes; the stamp lives inside the venv so
 # deleting .venv starts over cleanly. The offline embedding model's tokenizer comes with
@@ -28,6 +28,14 @@ install-llamacpp: $(BIN)/.installed
 			--no-deps -w $(LLAMA_WHEELS) 'llama-cpp-python>=0.3.36'
 	$(BIN)/python -m pip install --quiet $(LLAMA_WHEELS)/llama_cpp_python-*.whl
 	$(BIN)/python -m pip install --quiet -e '.[llamacpp]'
+
+# The web client's browser test drives Debian's chromium (Playwright's own browser download
+# needs the internet). Needs root or sudo the first time.
+install-browser:
+	@test -x /usr/bin/chromium || { \
+		SUDO=$$(test "$$(id -u)" = 0 || echo sudo); \
+		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium >/dev/null; }
+	@/usr/bin/chromium --version
 
 test: lint typecheck unit
 

@@ -5,6 +5,7 @@
   whole event as JSON, one line), written by :func:`callbacks.events.to_sse`, with keep-alive
   comments and headers that stop proxies from buffering or caching.
 - ``GET /healthz``, ``GET /v1/collections``; OpenAPI at ``/docs``.
+- ``GET /``: the reference web client (``app/web/``), plain JavaScript with no build step.
 
 The pipeline is built once at start-up and serves concurrent requests, each with its own
 handler and ``request_id``. A client that disconnects cancels its generation.
@@ -16,13 +17,15 @@ import contextlib
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any, Literal
 
 import anyio
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
-from fastapi.responses import JSONResponse
+from fastapi.responses import FileResponse, JSONResponse
+from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel, ConfigDict, Field
 from sse_starlette import EventSourceResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -38,6 +41,15 @@ __all__ = ["AnswerRequest", "create_app"]
 # Proxies (nginx and friends) must pass each event on at once and never cache a stream.
 STREAM_HEADERS = {"Cache-Control": "no-cache, no-transform", "X-Accel-Buffering": "no"}
 KEEP_ALIVE_S = 15
+WEB_DIR = Path(__file__).parent / "web"
+# The page runs only its own script and talks only to this server; a source that smuggles
+# markup into an answer has nothing to load or run even if the client ever slipped.
+PAGE_HEADERS = {
+    "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; "
+    "connect-src 'self'; img-src 'self'; base-uri 'none'; form-action 'self'; "
+    "frame-ancestors 'none'",
+    "X-Content-Type-Options": "nosniff",
+}
 
 CollectionName = Literal["reactome", "disease_variants", "userguide"]
 
@@ -173,6 +185,12 @@ def create_app(
                     await events.aclose()
 
         return EventSourceResponse(frames(), headers=STREAM_HEADERS, ping=KEEP_ALIVE_S)
+
+    @app.get("/", include_in_schema=False)
+    async def web_client() -> FileResponse:
+        return FileResponse(WEB_DIR / "index.html", headers=PAGE_HEADERS)
+
+    app.mount("/static", StaticFiles(directory=WEB_DIR), name="static")
 
     @app.get("/healthz", summary="Store reachable, collections present, model configured")
     async def healthz() -> JSONResponse:

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import socket
-import threading
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -12,7 +10,6 @@ from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 from httpx_sse import connect_sse
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun
 from langchain_core.embeddings import Embeddings
@@ -26,28 +23,7 @@ from callbacks.log import read_log
 from pipelines.pipeline import AnswerPipeline
 from pipelines.settings import load_settings
 from tests.invariants import check_stream
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-def serve(app: Any) -> Iterator[str]:
-    server = uvicorn.Server(
-        uvicorn.Config(app, host="127.0.0.1", port=free_port(), log_level="warning")
-    )
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        assert time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{server.config.port}"
-    server.should_exit = True
-    thread.join(timeout=30)
+from tests.servers import serve, serve_command
 
 
 @pytest.fixture(scope="module")
@@ -234,30 +210,9 @@ def test_disconnect_cancels_generation_and_timeouts_fail_cleanly(
 
 
 def test_serve_command_starts_the_api(sample_home: Path) -> None:
-    import os
-    import subprocess
-    import sys
-
-    port = free_port()
-    command = [str(Path(sys.executable).parent / "reactome-answers"), "--home", str(sample_home),
-               "serve", "--port", str(port)]  # fmt: skip
-    env = {k: v for k, v in os.environ.items() if k != "REACTOME_ANSWERS_HOME"}
-    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
-        deadline = time.monotonic() + 90
-        while True:
-            try:
-                health = httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2)
-                break
-            except httpx.TransportError:
-                assert process.poll() is None, "serve exited early"
-                assert time.monotonic() < deadline, "serve did not start"
-                time.sleep(0.3)
-        assert health.json()["status"] == "ok"
+    with serve_command(sample_home) as served:
+        assert httpx.get(f"{served.base}/healthz").json()["status"] == "ok"
         body = {"question": "What causes Tangier disease?"}
-        answer = httpx.post(f"http://127.0.0.1:{port}/v1/answer", json=body, timeout=60)
+        answer = httpx.post(f"{served.base}/v1/answer", json=body, timeout=60)
         assert answer.json()["state"] == "answered"
-    finally:
-        process.terminate()
-        _, stderr = process.communicate(timeout=30)
-    assert f"serving on http://127.0.0.1:{port}/" in stderr.decode()
+    assert f"serving on {served.base}/" in served.stderr

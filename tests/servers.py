@@ -1,0 +1,72 @@
+"""Real servers on 127.0.0.1 for tests: uvicorn in a thread, or the `serve` command."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import uvicorn
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def serve(app: Any) -> Iterator[str]:
+    """Run ``app`` under uvicorn in a thread; yields its base url, stops it afterwards."""
+    server = uvicorn.Server(
+        uvicorn.Config(app, host="127.0.0.1", port=free_port(), log_level="warning")
+    )
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        assert time.monotonic() < deadline, "uvicorn did not start"
+        time.sleep(0.05)
+    yield f"http://127.0.0.1:{server.config.port}"
+    server.should_exit = True
+    thread.join(timeout=30)
+
+
+@dataclass
+class Served:
+    base: str
+    stderr: str = ""  # what the command wrote, filled in when it has stopped
+
+
+@contextmanager
+def serve_command(home: Path, *extra: str) -> Iterator[Served]:
+    """`reactome-answers --home HOME [EXTRA] serve` as its own process, once /healthz answers."""
+    port = free_port()
+    command = [str(Path(sys.executable).parent / "reactome-answers"), "--home", str(home),
+               *extra, "serve", "--port", str(port)]  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if k != "REACTOME_ANSWERS_HOME"}
+    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    served = Served(f"http://127.0.0.1:{port}")
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                httpx.get(f"{served.base}/healthz", timeout=2)
+                break
+            except httpx.TransportError:
+                assert process.poll() is None, "serve exited early"
+                assert time.monotonic() < deadline, "serve did not start"
+                time.sleep(0.3)
+        yield served
+    finally:
+        process.terminate()
+        served.stderr = process.communicate(timeout=30)[1].decode(errors="replace")

@@ -1,0 +1,230 @@
+"""The reference web client at `/`, in a real headless Chromium driven by Playwright.
+
+Chromium comes from Debian's `chromium` package (`make install-browser`); Playwright's own
+browser download does not work offline.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from httpx_sse import connect_sse
+from langchain_core.embeddings import Embeddings
+from langchain_core.language_models import FakeListChatModel
+from playwright.sync_api import sync_playwright
+
+from app.server import create_app
+from callbacks.events import CitationEvent, Event, Reference, parse_event
+from pipelines.pipeline import AnswerPipeline
+from pipelines.settings import load_settings
+from tests.invariants import check_stream
+from tests.servers import serve, serve_command
+
+CHROMIUM = Path("/usr/bin/chromium")
+# Without the networking flags Chromium keeps dialling Google's hosts, which this closed
+# network refuses.
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync"]  # fmt: skip
+SITE = "https://reactome.org"
+GUIDE_QUESTION = "How do I use the pathway browser?"
+
+# Records every state of the Sources list, so a test can see the early list before the swap.
+RECORD_SOURCES = """
+window.__sourceSnapshots = [];
+document.addEventListener("DOMContentLoaded", () => {
+  const list = document.getElementById("sources");
+  new MutationObserver(() => {
+    window.__sourceSnapshots.push([...list.children].map((li) => li.dataset.source));
+  }).observe(list, { childList: true });
+});
+"""
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    if not CHROMIUM.exists():
+        pytest.fail(f"{CHROMIUM} is missing: run `make install-browser` (Debian's chromium)")
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def page(browser: Any) -> Iterator[Any]:
+    context = browser.new_context()
+    page = context.new_page()
+    page.add_init_script(RECORD_SOURCES)
+    problems: list[str] = []
+    page.on("pageerror", lambda error: problems.append(str(error)))
+    page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
+    page.problems = problems
+    yield page
+    context.close()
+
+
+@pytest.fixture(scope="module")
+def served(sample_home: Path) -> Iterator[str]:
+    """The real `serve` command over the ingested sample, with the extractive provider."""
+    with serve_command(sample_home, "--no-log") as server:
+        yield server.base
+
+
+def sse_events(base: str, body: dict[str, Any]) -> list[Event]:
+    with (
+        httpx.Client(timeout=60) as client,
+        connect_sse(client, "POST", f"{base}/v1/answer/stream", json=body) as source,
+    ):
+        return [parse_event(frame.data) for frame in source.iter_sse()]
+
+
+def ask(page: Any, base: str, question: str, *, cite_urls: bool = False) -> str:
+    """Ask through the form, as a person would; returns the final state the page shows."""
+    page.goto(f"{base}/")
+    page.fill("#question", question)
+    if cite_urls:
+        page.check("#cite-urls")
+    page.click("#submit")
+    page.wait_for_selector(
+        "#answer[data-state]:not([data-state=streaming])", state="attached", timeout=90_000
+    )
+    state: str = page.get_attribute("#answer", "data-state")
+    return state
+
+
+def shown_sources(page: Any) -> list[tuple[str, str, str]]:
+    rows: list[tuple[str, str, str]] = page.eval_on_selector_all(
+        "#sources li",
+        "items => items.map(li => [li.dataset.n, li.dataset.source,"
+        " li.querySelector('.name').textContent])",
+    )
+    return [tuple(row) for row in rows]  # type: ignore[misc]
+
+
+def expected_sources(references: list[Reference]) -> list[tuple[str, str, str]]:
+    return [(str(r.n), r.st_id or r.url or "", r.display_name) for r in references]
+
+
+def href(reference: Reference) -> str:
+    if reference.st_id:
+        return f"{SITE}/content/detail/{reference.st_id}"
+    assert reference.url is not None
+    return reference.url if reference.url.startswith("http") else SITE + reference.url
+
+
+def marker_links(page: Any) -> list[tuple[str, str]]:
+    rows = page.eval_on_selector_all(
+        "#answer a.cite", "links => links.map(a => [a.textContent, a.href])"
+    )
+    return [(number, link) for number, link in rows]
+
+
+def test_page_shows_retrieved_sources_then_swaps_in_the_cited_ones(page: Any, served: str) -> None:
+    events = sse_events(served, {"question": GUIDE_QUESTION, "cite_urls": True})
+    done = check_stream(events)
+    early = [e.data.st_id or e.data.url for e in events if isinstance(e, CitationEvent)]
+    references = done.data.references
+    # The question is chosen so the swap is visible: fewer sources, and renumbered.
+    assert len(references) < len(early)
+    assert [r.source_n for r in references] != [r.n for r in references]
+
+    assert ask(page, served, GUIDE_QUESTION, cite_urls=True) == "answered"
+
+    snapshots = page.evaluate("window.__sourceSnapshots")
+    assert early in snapshots, "the retrieved sources were never listed while streaming"
+    assert shown_sources(page) == expected_sources(references)
+    assert page.is_visible("#sources-heading")
+    assert page.inner_text("#answer").strip() == done.data.text.strip()
+    by_number = {str(r.n): href(r) for r in references}
+    links = marker_links(page)
+    assert links, "the answer's markers were not linked"
+    assert all(link == by_number[number] for number, link in links)
+    assert page.problems == []
+
+
+def test_stable_id_markers_link_to_reactome_detail_pages(page: Any, served: str) -> None:
+    question = "What causes Tangier disease, and what does ABCA1 do?"
+    done = check_stream(sse_events(served, {"question": question}))
+    assert done.data.references
+
+    assert ask(page, served, question) == "answered"
+
+    assert shown_sources(page) == expected_sources(done.data.references)
+    links = marker_links(page)
+    cited = {f"{SITE}/content/detail/{r.st_id}" for r in done.data.references}
+    assert {link for _, link in links} == cited
+    by_number = {str(r.n): href(r) for r in done.data.references}
+    assert all(link == by_number[number] for number, link in links)
+    source_links = page.eval_on_selector_all(
+        "#sources li a.name", "links => links.map(a => a.href)"
+    )
+    assert source_links == [href(r) for r in done.data.references]
+
+
+def test_a_citation_free_answer_has_no_sources_heading(page: Any, served: str) -> None:
+    # User-guide pages have no stable id, so without url citations nothing is cited.
+    assert ask(page, served, GUIDE_QUESTION) == "answered"
+
+    assert page.inner_text("#answer").strip()
+    assert not page.is_visible("#sources-heading")
+    assert page.locator("#sources li").count() == 0
+    assert page.evaluate("window.__sourceSnapshots.every(s => s.length === 0)")
+
+
+def test_a_refused_request_shows_the_servers_message(page: Any, served: str) -> None:
+    limit = load_settings().max_question_chars
+    assert ask(page, served, "Why? " * (limit // 5 + 1)) == "failed"
+
+    assert page.is_visible("#error")
+    assert "characters; the limit is" in page.inner_text("#error")
+    assert not page.is_visible("#sources-heading")
+
+
+MARKUP = (
+    'ABCA1 <img src=x onerror="window.__pwned=1"> exports cholesterol '
+    "</script><script>window.__pwned=1</script> [1].\n\nevent: done\ndata: {}\n\n"
+)
+
+
+def scripted_server(home: Path, embeddings: Embeddings, model: FakeListChatModel) -> Iterator[str]:
+    """In-process server over the sample whose answer model is scripted."""
+    settings = load_settings(home=home, event_logs=False)
+    pipeline = AnswerPipeline(settings, embeddings=embeddings, answer_model=model,
+                              expander_model=FakeListChatModel(responses=["{}"]))  # fmt: skip
+    yield from serve(create_app(settings, pipeline=pipeline))
+
+
+def test_markup_in_an_answer_is_shown_as_text(
+    page: Any, sample_home: Path, minilm: Embeddings
+) -> None:
+    # One character per token: the markup arrives split across many events.
+    for base in scripted_server(sample_home, minilm, FakeListChatModel(responses=[MARKUP])):
+        assert ask(page, base, "What does ABCA1 do?") == "answered"
+
+        shown = page.inner_text("#answer")
+        assert "<img src=x" in shown
+        assert "</script><script>" in shown
+        assert "event: done" in shown
+        assert page.locator("#answer img, #answer script").count() == 0
+        assert page.evaluate("window.__pwned === undefined")
+        assert page.problems == []
+
+
+def test_a_failure_mid_answer_shows_the_error(
+    page: Any, sample_home: Path, minilm: Embeddings
+) -> None:
+    failing = FakeListChatModel(
+        responses=["ABCA1 moves cholesterol [1] out"], error_on_chunk_number=12
+    )
+    for base in scripted_server(sample_home, minilm, failing):
+        assert ask(page, base, "What does ABCA1 do?") == "failed"
+
+        assert page.is_visible("#error")
+        assert page.inner_text("#error").strip()
+        assert page.inner_text("#status") == "The answer could not be completed."
+        assert page.problems == []
