@@ -38,11 +38,33 @@ def add_replay_arguments(parser: argparse.ArgumentParser) -> None:
         "the recorded ones (timing ignored); exit 1 on any difference",
     )
     parser.add_argument("--jsonl", action="store_true", help="print events as JSON lines")
+    parser.add_argument(
+        "--serve",
+        type=int,
+        metavar="PORT",
+        help="serve the recorded answer as SSE on this port instead of printing it: every "
+        "POST (or GET) to /v1/answer/stream replays it, and the web client at / shows it",
+    )
+    parser.add_argument(
+        "--host", default="127.0.0.1", help="address for --serve (default: %(default)s)"
+    )
     pace = parser.add_mutually_exclusive_group()
     pace.add_argument(
-        "--speed", type=float, default=1.0, help="replay at this many times real time"
+        "--speed", type=_speed, default=1.0, help="replay at this many times real time"
     )
     pace.add_argument("--instant", action="store_true", help="no waiting between events")
+
+
+def _speed(value: str) -> float:
+    try:
+        speed = float(value)
+    except ValueError:
+        speed = 0.0
+    if not speed > 0 or speed == float("inf"):
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is not a speed; give a positive number (2 = twice as fast) or --instant"
+        )
+    return speed
 
 
 def _find(settings: Settings, log: str) -> Path:
@@ -125,11 +147,13 @@ def cmd_replay(args: argparse.Namespace, settings: Settings) -> int:
             return 1
         print(f"{path}: {len(contents.events)} events replayed identically")
         return 0
-    previous = 0.0
-    for event in contents.events:
-        if not args.instant and args.speed > 0:
-            time.sleep(max(event.t_ms - previous, 0) / 1000 / args.speed)
-        previous = event.t_ms
+    from callbacks.replay import paced
+
+    speed = None if args.instant else args.speed
+    if args.serve is not None:
+        return _serve_replay(contents, path, args, settings, speed)
+    for pause, event in paced(contents.events, speed):
+        time.sleep(pause)
         if args.jsonl:
             sys.stdout.write(to_jsonl(event))
         elif isinstance(event, TokenEvent):
@@ -139,4 +163,22 @@ def cmd_replay(args: argparse.Namespace, settings: Settings) -> int:
         else:
             print(f"[{event.type}] {event.data.model_dump_json()}")
         sys.stdout.flush()
+    return 0
+
+
+def _serve_replay(
+    contents: LogContents, path: Path, args: argparse.Namespace, settings: Settings,
+    speed: float | None,
+) -> int:  # fmt: skip
+    import uvicorn
+
+    from app.replay_server import create_replay_app
+
+    app = create_replay_app(contents.events, speed=speed, settings=settings)
+    print(
+        f"reactome-answers: replaying {path.name} ({len(contents.events)} events) on "
+        f"http://{args.host}:{args.serve}/ (the stream: POST or GET /v1/answer/stream)",
+        file=sys.stderr,
+    )
+    uvicorn.run(app, host=args.host, port=args.serve, log_level="info")
     return 0

@@ -17,39 +17,29 @@ import contextlib
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from pathlib import Path
 from typing import Any, Literal
 
 import anyio
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
-from fastapi.responses import FileResponse, JSONResponse
-from fastapi.staticfiles import StaticFiles
+from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 from sse_starlette import EventSourceResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from app._web import add_web_client
 from callbacks.events import to_sse
 from pipelines.definitions import COLLECTION_NAMES
 from pipelines.errors import ReactomeAnswersError
 from pipelines.pipeline import AnswerPipeline
 from pipelines.settings import Settings, load_settings
 
-__all__ = ["AnswerRequest", "create_app"]
+__all__ = ["KEEP_ALIVE_S", "STREAM_HEADERS", "AnswerRequest", "add_cors", "create_app"]
 
 # Proxies (nginx and friends) must pass each event on at once and never cache a stream.
 STREAM_HEADERS = {"Cache-Control": "no-cache, no-transform", "X-Accel-Buffering": "no"}
 KEEP_ALIVE_S = 15
-WEB_DIR = Path(__file__).parent / "web"
-# The page runs only its own script and talks only to this server; a source that smuggles
-# markup into an answer has nothing to load or run even if the client ever slipped.
-PAGE_HEADERS = {
-    "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; "
-    "connect-src 'self'; img-src 'self'; base-uri 'none'; form-action 'self'; "
-    "frame-ancestors 'none'",
-    "X-Content-Type-Options": "nosniff",
-}
 
 CollectionName = Literal["reactome", "disease_variants", "userguide"]
 
@@ -102,6 +92,18 @@ class _BodyLimit:
         await self.app(scope, receive, send)
 
 
+def add_cors(app: FastAPI, settings: Settings) -> None:
+    """Allow the origins in ``settings.cors_origins`` (comma separated); none by default."""
+    origins = [origin.strip() for origin in settings.cors_origins.split(",") if origin.strip()]
+    if origins:
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=origins,
+            allow_methods=["GET", "POST"],
+            allow_headers=["*"],
+        )
+
+
 def _validation_message(error: RequestValidationError) -> str:
     parts = []
     for problem in error.errors():
@@ -132,14 +134,7 @@ def create_app(
         lifespan=lifespan,
     )
     app.add_middleware(_BodyLimit, limit=settings.max_body_bytes)
-    origins = [origin.strip() for origin in settings.cors_origins.split(",") if origin.strip()]
-    if origins:
-        app.add_middleware(
-            CORSMiddleware,
-            allow_origins=origins,
-            allow_methods=["GET", "POST"],
-            allow_headers=["*"],
-        )
+    add_cors(app, settings)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(_: Request, error: RequestValidationError) -> JSONResponse:
@@ -186,11 +181,7 @@ def create_app(
 
         return EventSourceResponse(frames(), headers=STREAM_HEADERS, ping=KEEP_ALIVE_S)
 
-    @app.get("/", include_in_schema=False)
-    async def web_client() -> FileResponse:
-        return FileResponse(WEB_DIR / "index.html", headers=PAGE_HEADERS)
-
-    app.mount("/static", StaticFiles(directory=WEB_DIR), name="static")
+    add_web_client(app)
 
     @app.get("/healthz", summary="Store reachable, collections present, model configured")
     async def healthz() -> JSONResponse:

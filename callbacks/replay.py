@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import json
+from collections.abc import Iterable, Iterator
 from typing import Any
 from uuid import UUID
 
@@ -18,7 +19,7 @@ from callbacks.handler import AnswerEventHandler
 from callbacks.log import LogContents
 from pipelines.errors import EventLogError
 
-__all__ = ["comparable", "replay_diff", "replay_events"]
+__all__ = ["comparable", "paced", "replay_diff", "replay_events"]
 
 
 def _uuid(value: Any) -> UUID | None:
@@ -107,3 +108,13 @@ def replay_diff(contents: LogContents) -> list[str]:
     recorded = [json.dumps(comparable(e), sort_keys=True) for e in contents.events]
     replayed = [json.dumps(comparable(e), sort_keys=True) for e in replay_events(contents)]
     return list(difflib.unified_diff(recorded, replayed, "recorded", "replayed", lineterm=""))
+
+
+def paced(events: Iterable[Event], speed: float | None) -> Iterator[tuple[float, Event]]:
+    """Each event with the seconds to wait before it: the recorded gaps divided by ``speed``,
+    or none at all when ``speed`` is None (instant)."""
+    previous = 0.0
+    for event in events:
+        gap = max(event.t_ms - previous, 0.0) / 1000
+        previous = event.t_ms
+        yield (0.0 if speed is None else gap / speed), event

@@ -8,7 +8,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,19 +48,22 @@ class Served:
 
 
 @contextmanager
-def serve_command(home: Path, *extra: str) -> Iterator[Served]:
-    """`reactome-answers --home HOME [EXTRA] serve` as its own process, once /healthz answers."""
+def serve_command(
+    home: Path, *extra: str, command: Sequence[str] = ("serve", "--port")
+) -> Iterator[Served]:
+    """`reactome-answers --home HOME [EXTRA] serve --port N` as its own process, once it
+    answers; ``command`` replaces ``serve --port`` (the port is appended to it)."""
     port = free_port()
-    command = [str(Path(sys.executable).parent / "reactome-answers"), "--home", str(home),
-               *extra, "serve", "--port", str(port)]  # fmt: skip
+    argv = [str(Path(sys.executable).parent / "reactome-answers"), "--home", str(home),
+            *extra, *command, str(port)]  # fmt: skip
     env = {k: v for k, v in os.environ.items() if k != "REACTOME_ANSWERS_HOME"}
-    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    process = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     served = Served(f"http://127.0.0.1:{port}")
     try:
         deadline = time.monotonic() + 90
         while True:
             try:
-                httpx.get(f"{served.base}/healthz", timeout=2)
+                httpx.get(f"{served.base}/", timeout=2)
                 break
             except httpx.TransportError:
                 assert process.poll() is None, "serve exited early"

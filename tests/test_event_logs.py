@@ -9,14 +9,17 @@ import subprocess
 import sys
 from pathlib import Path
 
+import httpx
 import pytest
+from httpx_sse import connect_sse
 from langchain_core.documents import Document
 from langchain_core.language_models import FakeListChatModel
 
-from callbacks.events import DoneEvent
+from callbacks.events import DoneEvent, parse_event
 from callbacks.log import read_log
 from callbacks.replay import replay_diff
 from pipelines.errors import EventLogError
+from tests.servers import serve_command
 from tests.test_stream_gating import ABCA1, CDK5, GUIDE, make_pipeline
 
 
@@ -173,6 +176,29 @@ def test_logs_and_replay_commands(isolated_home: Path) -> None:
     assert altered.returncode == 1
     assert "differ" in altered.stderr
     assert altered.stdout.startswith("--- recorded")
+
+
+def test_replay_serve_streams_the_recorded_events_as_sse(isolated_home: Path) -> None:
+    pipeline, _, _ = make_pipeline([ABCA1, CDK5], "CDK5 [2] first, ABCA1 [1].")
+    recorded = list(pipeline.stream("What does CDK5 do?", request_id="req-sse"))
+    replay = ("replay", "req-sse", "--instant", "--serve")
+    with serve_command(isolated_home, command=replay) as served, httpx.Client(timeout=30) as client:
+        for method, body in (("POST", {"question": "anything"}), ("GET", None)):
+            url = f"{served.base}/v1/answer/stream"
+            with connect_sse(client, method, url, json=body) as source:
+                assert source.response.headers["x-accel-buffering"] == "no"
+                frames = list(source.iter_sse())
+            assert [parse_event(frame.data) for frame in frames] == recorded
+            assert [(f.id, f.event) for f in frames] == [(str(e.seq), e.type) for e in recorded]
+    assert "replaying" in served.stderr
+    assert "req-sse" in served.stderr
+
+
+@pytest.mark.parametrize("speed", ["0", "-2", "fast", "inf"])
+def test_replay_refuses_a_speed_that_is_not_positive(isolated_home: Path, speed: str) -> None:
+    result = cli(isolated_home, "replay", "--speed", speed, "any")
+    assert result.returncode == 2
+    assert "positive number" in result.stderr
 
 
 def test_a_missing_or_broken_log_is_a_one_line_error(isolated_home: Path, tmp_path: Path) -> None:

@@ -18,11 +18,12 @@ from langchain_core.language_models import FakeListChatModel
 from playwright.sync_api import sync_playwright
 
 from app.server import create_app
-from callbacks.events import CitationEvent, Event, Reference, parse_event
+from callbacks.events import CitationEvent, DoneEvent, Event, Reference, parse_event
 from pipelines.pipeline import AnswerPipeline
 from pipelines.settings import load_settings
 from tests.invariants import check_stream
 from tests.servers import serve, serve_command
+from tests.test_stream_gating import ABCA1, CDK5, make_pipeline
 
 CHROMIUM = Path("/usr/bin/chromium")
 # Without the networking flags Chromium keeps dialling Google's hosts, which this closed
@@ -228,3 +229,18 @@ def test_a_failure_mid_answer_shows_the_error(
         assert page.inner_text("#error").strip()
         assert page.inner_text("#status") == "The answer could not be completed."
         assert page.problems == []
+
+
+def test_the_page_shows_a_replayed_answer(page: Any, isolated_home: Path) -> None:
+
+    pipeline, _, _ = make_pipeline([ABCA1, CDK5], "CDK5 [2] first, then ABCA1 [1].")
+    recorded = list(pipeline.stream("What does CDK5 do?", request_id="req-page"))
+    done = recorded[-1]
+    assert isinstance(done, DoneEvent)
+    replay = ("replay", "req-page", "--instant", "--serve")
+    with serve_command(isolated_home, command=replay) as served:
+        assert ask(page, served.base, "whatever is typed, the recording answers") == "answered"
+
+        assert page.inner_text("#answer").strip() == done.data.text
+        assert shown_sources(page) == expected_sources(done.data.references)
+        assert [n for n, _ in marker_links(page)] == ["1", "2"]

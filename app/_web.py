@@ -1,0 +1,29 @@
+"""The reference web client (``app/web/``) mounted on an application: ``/`` and ``/static``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fastapi import FastAPI
+from fastapi.responses import FileResponse
+from fastapi.staticfiles import StaticFiles
+
+__all__ = ["WEB_DIR", "add_web_client"]
+
+WEB_DIR = Path(__file__).parent / "web"
+# The page runs only its own script and talks only to this server; a source that smuggles
+# markup into an answer has nothing to load or run even if the client ever slipped.
+PAGE_HEADERS = {
+    "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; "
+    "connect-src 'self'; img-src 'self'; base-uri 'none'; form-action 'self'; "
+    "frame-ancestors 'none'",
+    "X-Content-Type-Options": "nosniff",
+}
+
+
+def add_web_client(app: FastAPI) -> None:
+    @app.get("/", include_in_schema=False)
+    async def web_client() -> FileResponse:
+        return FileResponse(WEB_DIR / "index.html", headers=PAGE_HEADERS)
+
+    app.mount("/static", StaticFiles(directory=WEB_DIR), name="static")

@@ -1,0 +1,45 @@
+"""``replay LOG --serve PORT``: one recorded answer served as the live stream would be.
+
+Every request to ``/v1/answer/stream`` (POST with any body, as the web client sends it, or GET
+for curl and EventSource) replays the recorded events, with their recorded ids and pace, as
+SSE with the same framing and headers as ``serve``. The web client is at ``/``, so a
+front-end change can be checked against a real past answer without a model or a store.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+
+import anyio
+from fastapi import FastAPI
+from sse_starlette import EventSourceResponse
+
+from app._web import add_web_client
+from app.server import KEEP_ALIVE_S, STREAM_HEADERS, add_cors
+from callbacks.events import Event, to_sse
+from callbacks.replay import paced
+from pipelines.settings import Settings
+
+__all__ = ["create_replay_app"]
+
+
+def create_replay_app(
+    events: Sequence[Event], *, speed: float | None, settings: Settings
+) -> FastAPI:
+    """An app that streams ``events``; ``speed`` divides the recorded gaps, None is instant."""
+    app = FastAPI(title="reactome-answers replay", summary="One recorded answer, replayed.")
+    add_cors(app, settings)
+
+    async def frames() -> AsyncIterator[bytes]:
+        for pause, event in paced(events, speed):
+            await anyio.sleep(pause)
+            yield to_sse(event).encode()
+
+    @app.api_route(
+        "/v1/answer/stream", methods=["GET", "POST"], summary="The recorded answer as SSE"
+    )
+    async def answer_stream() -> EventSourceResponse:
+        return EventSourceResponse(frames(), headers=STREAM_HEADERS, ping=KEEP_ALIVE_S)
+
+    add_web_client(app)
+    return app
