@@ -6,11 +6,12 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from callbacks.events import CitationEvent, DoneEvent, ErrorEvent, TokenEvent, to_jsonl
-from callbacks.log import LogContents, read_log
+from callbacks.log import LogContents, prune_logs, read_log
 from pipelines.errors import EventLogError
 from pipelines.settings import Settings
 
@@ -27,6 +28,25 @@ def add_logs_arguments(parser: argparse.ArgumentParser) -> None:
     stats = actions.add_parser("stats", help="state, timings, counts and the citation gate")
     stats.add_argument("log", help="a log file, or a request id")
     stats.add_argument("--json", action="store_true", help="print JSON")
+    prune = actions.add_parser(
+        "prune",
+        help="delete old logs now (requests also prune, about once a minute, by the settings)",
+    )
+    prune.add_argument(
+        "--older-than",
+        type=_at_least_zero(float),
+        metavar="DAYS",
+        help="delete logs older than this many days (default: REACTOME_ANSWERS_LOG_RETENTION_DAYS"
+        ", 0 keeps them)",
+    )
+    prune.add_argument(
+        "--keep",
+        type=_at_least_zero(int),
+        metavar="N",
+        help="keep only the newest N logs (default: REACTOME_ANSWERS_LOG_RETENTION_COUNT, 0 "
+        "keeps all)",
+    )
+    prune.add_argument("--dry-run", action="store_true", help="list what would be deleted")
 
 
 def add_replay_arguments(parser: argparse.ArgumentParser) -> None:
@@ -53,6 +73,19 @@ def add_replay_arguments(parser: argparse.ArgumentParser) -> None:
         "--speed", type=_speed, default=1.0, help="replay at this many times real time"
     )
     pace.add_argument("--instant", action="store_true", help="no waiting between events")
+
+
+def _at_least_zero(kind: type[float] | type[int]) -> Callable[[str], float]:
+    def parse(value: str) -> float:
+        try:
+            number = kind(value)
+        except ValueError:
+            number = -1
+        if not 0 <= number < float("inf"):
+            raise argparse.ArgumentTypeError(f"{value!r}: give a number, 0 or more (0: no limit)")
+        return number
+
+    return parse
 
 
 def _speed(value: str) -> float:
@@ -105,6 +138,8 @@ def cmd_logs(args: argparse.Namespace, settings: Settings) -> int:
     if args.action == "path":
         print(settings.logs_dir)
         return 0
+    if args.action == "prune":
+        return _prune(args, settings)
     if args.action == "list":
         rows = []
         for path in sorted(settings.logs_dir.glob("*.jsonl"), reverse=True):
@@ -131,6 +166,17 @@ def cmd_logs(args: argparse.Namespace, settings: Settings) -> int:
     else:
         for key, value in stats.items():
             print(f"{key:>18}: {value}")
+    return 0
+
+
+def _prune(args: argparse.Namespace, settings: Settings) -> int:
+    days = settings.log_retention_days if args.older_than is None else args.older_than
+    keep = settings.log_retention_count if args.keep is None else args.keep
+    deleted = prune_logs(settings.logs_dir, keep_days=days, keep_count=keep, dry_run=args.dry_run)
+    for path in deleted:
+        print(path)
+    verb = "would delete" if args.dry_run else "deleted"
+    print(f"{verb} {len(deleted)} log(s) from {settings.logs_dir}", file=sys.stderr)
     return 0
 
 

@@ -10,18 +10,67 @@ emitted, and a log that cannot be written is reported once without stopping the 
 
 from __future__ import annotations
 
+import contextlib
 import json
+import re
 import sys
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import IO, Any
 
 from callbacks.events import Event, parse_event, to_jsonl
 from pipelines.errors import EventLogError
 
-__all__ = ["LOG_SCHEMA_VERSION", "EventLog", "LogContents", "read_log"]
+__all__ = [
+    "LOG_SCHEMA_VERSION",
+    "EventLog",
+    "LogContents",
+    "log_file_name",
+    "prune_logs",
+    "read_log",
+]
 
 LOG_SCHEMA_VERSION = 1
+_STAMP_FORMAT = "%Y%m%dT%H%M%S%f"
+# Only files named as we name them are ever pruned; anything else in the folder is left alone.
+_LOG_NAME = re.compile(r"(?P<stamp>\d{8}T\d{12})-[A-Za-z0-9_.-]+\.jsonl")
+
+
+def log_file_name(request_id: str, now: datetime) -> str:
+    """``<UTC timestamp>-<request id>.jsonl``: names sort by creation time."""
+    safe_id = re.sub(r"[^A-Za-z0-9_.-]", "_", request_id)[:80] or "_"
+    return f"{now.astimezone(UTC).strftime(_STAMP_FORMAT)}-{safe_id}.jsonl"
+
+
+def prune_logs(
+    folder: Path, *, keep_days: float, keep_count: int, now: datetime | None = None,
+    dry_run: bool = False,
+) -> list[Path]:  # fmt: skip
+    """Delete the logs older than ``keep_days`` and all but the newest ``keep_count`` (a zero
+    turns that rule off); returns what was (or, with ``dry_run``, would be) deleted."""
+    now = now or datetime.now(UTC)
+    logs: list[tuple[datetime, Path]] = []
+    with contextlib.suppress(FileNotFoundError):
+        for path in folder.iterdir():
+            match = _LOG_NAME.fullmatch(path.name)
+            if match:
+                created = datetime.strptime(match["stamp"], _STAMP_FORMAT).replace(tzinfo=UTC)
+                logs.append((created, path))
+    logs.sort(reverse=True)
+    doomed = logs[keep_count:] if keep_count else []
+    if keep_days:
+        cutoff = now - timedelta(days=keep_days)
+        doomed += [entry for entry in logs[: keep_count or None] if entry[0] < cutoff]
+    deleted = []
+    for _, path in sorted(doomed):
+        if not dry_run:
+            try:
+                path.unlink()
+            except FileNotFoundError:  # another process pruned it first
+                continue
+        deleted.append(path)
+    return deleted
 
 
 class EventLog:
@@ -56,6 +105,11 @@ class EventLog:
             self._stream.flush()
         except OSError as error:
             self._fail(error)
+
+    @property
+    def writing(self) -> bool:
+        """False once the log could not be opened or written."""
+        return self._stream is not None
 
     def callback(self, hook: str, arguments: dict[str, Any]) -> None:
         self._write({"kind": "callback", "hook": hook, **arguments})
@@ -100,6 +154,9 @@ def read_log(path: Path) -> LogContents:
             if kind != "header" or record.get("schema") != LOG_SCHEMA_VERSION:
                 raise EventLogError(f"{where} is not a reactome-answers event log header",
                                     fix="give a log written by this version")  # fmt: skip
+            if not isinstance(record.get("request_id"), str) or not record["request_id"]:
+                raise EventLogError(f"{where}: the header has no request_id",
+                                    fix="the log is corrupt or from another program")  # fmt: skip
             contents = LogContents(header=record)
         elif contents is None:  # pragma: no cover - line 1 always sets it
             raise EventLogError(f"{where}: no header")

@@ -21,11 +21,11 @@ import asyncio
 import hashlib
 import json
 import queue
-import re
+import sys
 import threading
 import uuid
 from collections.abc import AsyncGenerator, Iterator, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from functools import cached_property
 from typing import Any
 
@@ -42,7 +42,7 @@ from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda, R
 
 from callbacks.events import DoneEvent, Event
 from callbacks.handler import ANSWER_TAG, RETRIEVAL_TAG, AnswerEventHandler
-from callbacks.log import EventLog
+from callbacks.log import EventLog, log_file_name, prune_logs
 from pipelines.definitions import check_collection_names
 from pipelines.errors import ReactomeAnswersError
 from pipelines.prompts import answer_messages
@@ -50,6 +50,8 @@ from pipelines.settings import Settings, load_settings
 from pipelines.sources import number_sources
 
 __all__ = ["NOTHING_FOUND", "AnswerPipeline"]
+
+_PRUNE_EVERY = timedelta(minutes=1)
 
 NOTHING_FOUND = (
     "I found nothing in Reactome's pathways, disease variants or user guide that answers this."
@@ -99,6 +101,7 @@ class AnswerPipeline:
         question to documents; it is tagged as the retrieval run here)."""
         self.settings = settings or load_settings()
         self._retriever = retriever
+        self._logs_pruned_at: datetime | None = None
         self.raise_handler_errors = raise_handler_errors
         self._embeddings = embeddings
         self._answer_model = answer_model
@@ -306,11 +309,10 @@ class AnswerPipeline:
     ) -> EventLog | None:
         if not self.settings.event_logs:
             return None
-        safe_id = re.sub(r"[^A-Za-z0-9_.-]", "_", request_id)[:80]
-        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%f")
+        now = datetime.now(UTC)
         settings = self.settings.model_dump(mode="json", exclude={"home"})
-        return EventLog(
-            self.settings.logs_dir / f"{stamp}-{safe_id}.jsonl",
+        log = EventLog(
+            self.settings.logs_dir / log_file_name(request_id, now),
             {
                 "request_id": request_id,
                 "question": question,
@@ -319,9 +321,31 @@ class AnswerPipeline:
                 "settings_digest": hashlib.sha256(
                     json.dumps(settings, sort_keys=True).encode()
                 ).hexdigest()[:16],
-                "created_at": datetime.now(UTC).isoformat(timespec="milliseconds"),
+                "created_at": now.isoformat(timespec="milliseconds"),
             },
         )
+        # After opening, so the new log counts as the newest and is never the one pruned; a
+        # folder that cannot be written has already been reported once.
+        if log.writing:
+            self._prune_logs_now_and_then(now)
+        return log
+
+    def _prune_logs_now_and_then(self, now: datetime) -> None:
+        # Listing the folder on every request would cost a busy server; once a minute keeps
+        # the folder within its limits give or take a minute's worth of logs.
+        if self._logs_pruned_at is not None and now - self._logs_pruned_at < _PRUNE_EVERY:
+            return
+        self._logs_pruned_at = now
+        try:
+            prune_logs(
+                self.settings.logs_dir,
+                keep_days=self.settings.log_retention_days,
+                keep_count=self.settings.log_retention_count,
+                now=now,
+            )
+        except OSError as error:
+            print(f"reactome-answers: warning: old event logs not pruned ({error})",
+                  file=sys.stderr)  # fmt: skip
 
     @staticmethod
     async def _next_event(

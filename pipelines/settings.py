@@ -75,6 +75,12 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(default=65_536, ge=1024, description="larger HTTP bodies get 413")
     cors_origins: str = Field(default="", description="comma-separated origins allowed by CORS")
     event_logs: bool = Field(default=True, description="write one JSONL event log per request")
+    log_retention_days: float = Field(
+        default=30.0, ge=0, description="event logs older than this are deleted (0: kept)"
+    )
+    log_retention_count: int = Field(
+        default=1000, ge=0, description="at most this many event logs are kept (0: no cap)"
+    )
     max_sources: int = Field(default=10, ge=1, le=100, description="cap on numbered sources")
     model_timeout_s: float = Field(default=60.0, gt=0, description="limit on one model call")
     request_timeout_s: float = Field(default=120.0, gt=0, description="limit on one whole answer")

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,15 +19,28 @@ settings.register_profile("dev", max_examples=200, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 
 
+def check_logs_replay(home: Path) -> None:
+    """`replay --check` on every event log a test wrote: a fresh handler fed the recorded
+    callbacks must emit exactly the recorded events."""
+    from callbacks.log import read_log
+    from callbacks.replay import replay_diff
+
+    for path in sorted((home / "logs").glob("*.jsonl")):
+        diff = replay_diff(read_log(path))
+        assert not diff, f"{path} does not replay identically:\n" + "\n".join(diff[:40])
+
+
 @pytest.fixture(autouse=True)
-def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Point every test at its own home folder and hide the user's own settings."""
+def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """Point every test at its own home folder and hide the user's own settings; afterwards,
+    every event log the test wrote must replay identically."""
     for name in list(os.environ):
         if name.startswith((ENV_PREFIX, "CHROMA_")) or name == "XDG_DATA_HOME":
             monkeypatch.delenv(name)
     home = tmp_path / "home"
     monkeypatch.setenv(f"{ENV_PREFIX}HOME", str(home))
-    return home
+    yield home
+    check_logs_replay(home)
 
 
 @pytest.fixture(scope="session")
@@ -38,7 +52,7 @@ def minilm() -> Embeddings:
 
 
 @pytest.fixture(scope="session")
-def sample_home(tmp_path_factory: pytest.TempPathFactory, minilm: Embeddings) -> Path:
+def sample_home(tmp_path_factory: pytest.TempPathFactory, minilm: Embeddings) -> Iterator[Path]:
     """A home folder with the sample corpus ingested into a real Chroma folder, built once."""
     from pipelines.ingest import ingest, locate_sources, sample_dir
     from pipelines.settings import load_settings
@@ -49,4 +63,5 @@ def sample_home(tmp_path_factory: pytest.TempPathFactory, minilm: Embeddings) ->
     ingest(
         settings, locate_sources(sample_dir(), COLLECTION_NAMES, required=True), embeddings=minilm
     )
-    return home
+    yield home
+    check_logs_replay(home)

@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import httpx
@@ -16,7 +17,7 @@ from langchain_core.documents import Document
 from langchain_core.language_models import FakeListChatModel
 
 from callbacks.events import DoneEvent, parse_event
-from callbacks.log import read_log
+from callbacks.log import log_file_name, prune_logs, read_log
 from callbacks.replay import replay_diff
 from pipelines.errors import EventLogError
 from tests.servers import serve_command
@@ -76,10 +77,15 @@ def test_raw_callbacks_carry_documents_and_tokens(isolated_home: Path) -> None:
     assert "".join(tokens) == "ABCA1 [1]."
 
 
-def test_an_altered_log_fails_the_check(isolated_home: Path) -> None:
+def altered_copy(log: Path, folder: Path) -> Path:
+    """The log moved out of the logs folder (whose logs must all replay) to be tampered with."""
+    return log.rename(folder / log.name)
+
+
+def test_an_altered_log_fails_the_check(isolated_home: Path, tmp_path: Path) -> None:
     pipeline, _, _ = make_pipeline([ABCA1], "ABCA1 [1].")
     list(pipeline.stream("q"))
-    path = only_log(isolated_home)
+    path = altered_copy(only_log(isolated_home), tmp_path)
     lines = path.read_text(encoding="utf-8").splitlines()
     last_token = max(i for i, line in enumerate(lines) if '"type": "token"' in line)
     record = json.loads(lines[last_token])
@@ -99,12 +105,13 @@ def test_an_altered_log_fails_the_check(isolated_home: Path) -> None:
             ":2 is not JSON",
         ),
         ('{"some": "other file"}\n', ":1 is not a reactome-answers event log header"),
+        ('{"kind": "header", "schema": 1}\n', ":1: the header has no request_id"),
         (
             '{"kind": "header", "schema": 1, "request_id": "r"}\n{"kind": "event", "event": {}}\n',
             ":2 holds an invalid event",
         ),
     ],
-    ids=["empty", "truncated", "foreign", "invalid-event"],
+    ids=["empty", "truncated", "foreign", "no-request-id", "invalid-event"],
 )
 def test_broken_logs_name_the_file_and_line(tmp_path: Path, content: str, message: str) -> None:
     path = tmp_path / "broken.jsonl"
@@ -142,7 +149,7 @@ def cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )  # fmt: skip
 
 
-def test_logs_and_replay_commands(isolated_home: Path) -> None:
+def test_logs_and_replay_commands(isolated_home: Path, tmp_path: Path) -> None:
     pipeline, _, _ = make_pipeline([ABCA1, CDK5], "CDK5 [2] first, ABCA1 [1].")
     list(pipeline.stream("What does CDK5 do?", request_id="req-cli"))
     path = only_log(isolated_home)
@@ -166,6 +173,7 @@ def test_logs_and_replay_commands(isolated_home: Path) -> None:
     replayed = cli(isolated_home, "replay", "--instant", "--jsonl", "req-cli").stdout.splitlines()
     assert replayed == shown
 
+    path = altered_copy(path, tmp_path)
     lines = path.read_text(encoding="utf-8").splitlines()
     done_line = max(i for i, line in enumerate(lines) if '"type": "done"' in line)
     record = json.loads(lines[done_line])
@@ -206,7 +214,8 @@ def test_a_missing_or_broken_log_is_a_one_line_error(isolated_home: Path, tmp_pa
     assert missing.returncode == 1
     assert "no request 'no-such-request'" in missing.stderr
     broken = tmp_path / "broken.jsonl"
-    broken.write_text('{"kind": "header", "schema": 1}\n{oops\n', encoding="utf-8")
+    header = '{"kind": "header", "schema": 1, "request_id": "r"}'
+    broken.write_text(header + "\n{oops\n", encoding="utf-8")
     result = cli(isolated_home, "logs", "stats", str(broken))
     assert result.returncode == 1
     assert f"{broken}:2 is not JSON" in result.stderr
@@ -222,3 +231,61 @@ def test_no_log_option_writes_nothing(sample_home: Path, tmp_path: Path) -> None
     assert not (home / "logs").exists()
     assert cli(home, "ask", "What is ABCA1?").returncode == 0
     assert len(list((home / "logs").glob("*.jsonl"))) == 1
+
+
+def fake_logs(folder: Path, ages_days: list[float], now: datetime) -> list[Path]:
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for number, age in enumerate(ages_days):
+        path = folder / log_file_name(f"old-{number}", now - timedelta(days=age))
+        header = {"kind": "header", "schema": 1, "request_id": f"old-{number}"}
+        path.write_text(json.dumps(header) + "\n", encoding="utf-8")
+        paths.append(path)
+    return paths
+
+
+def test_pruning_by_age_and_count_leaves_other_files_alone(tmp_path: Path) -> None:
+    now = datetime(2026, 11, 30, 12, tzinfo=UTC)
+    folder = tmp_path / "logs"
+    newest, recent, older, old, ancient = fake_logs(folder, [0.01, 1, 5, 31, 400], now)
+    notes = folder / "notes.jsonl"
+    notes.write_text("mine\n", encoding="utf-8")
+
+    would = prune_logs(folder, keep_days=30, keep_count=0, now=now, dry_run=True)
+    assert sorted(would) == sorted([old, ancient])
+    assert old.exists()
+    assert sorted(prune_logs(folder, keep_days=30, keep_count=0, now=now)) == sorted(would)
+    assert prune_logs(folder, keep_days=0, keep_count=2, now=now) == [older]
+    assert sorted(folder.iterdir()) == sorted([newest, recent, notes])
+    assert prune_logs(folder, keep_days=0, keep_count=0, now=now) == []
+    assert prune_logs(tmp_path / "never-written", keep_days=1, keep_count=1) == []
+
+
+def test_a_request_prunes_old_logs_but_never_its_own(isolated_home: Path) -> None:
+    folder = isolated_home / "logs"
+    now = datetime.now(UTC)
+    stale = fake_logs(folder, [40, 50], now)
+    recent = fake_logs(folder, [0.5, 1, 2], now)
+    pipeline, _, _ = make_pipeline([ABCA1], "ABCA1 [1].", log_retention_count=3)
+    list(pipeline.stream("What does ABCA1 do?", request_id="req-new"))
+    remaining = sorted(folder.iterdir())
+    assert not any(path.exists() for path in stale)
+    assert len(remaining) == 3
+    assert any(path.name.endswith("-req-new.jsonl") for path in remaining)
+    assert recent[-1] not in remaining  # the oldest of the recent ones went over the count
+
+
+def test_logs_prune_command(isolated_home: Path) -> None:
+    folder = isolated_home / "logs"
+    paths = fake_logs(folder, [1, 2, 3], datetime.now(UTC))
+    dry = cli(isolated_home, "logs", "prune", "--keep", "1", "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    assert dry.stdout.split() == [str(p) for p in sorted(paths[1:])]
+    assert "would delete 2 log(s)" in dry.stderr
+    assert all(p.exists() for p in paths)
+    done = cli(isolated_home, "logs", "prune", "--older-than", "1.5")
+    assert done.stdout.split() == [str(p) for p in sorted(paths[1:])]
+    assert [p.exists() for p in paths] == [True, False, False]
+    bad = cli(isolated_home, "logs", "prune", "--keep", "-1")
+    assert bad.returncode == 2
+    assert "0 or more" in bad.stderr

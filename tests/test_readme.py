@@ -37,3 +37,14 @@ def test_finalize_table() -> None:
     for before, after, cited in rows:
         names = re.findall(r"[A-D]", code(cited))
         assert finalize_citations(code(before), ["A", "B", "C", "D"]) == (code(after), names)
+
+
+def test_every_setting_is_in_the_settings_table() -> None:
+    from pipelines.settings import Settings, env_var_for
+
+    section = README[README.index("## Settings") :]
+    section = section[: section.index("\n\n", section.index("|---"))]
+    first_cells = [line.split("|")[1] for line in section.splitlines() if line.startswith("| `")]
+    listed = {name for cell in first_cells for name in re.findall(r"`([A-Z_]+)`", cell)}
+    missing = {env_var_for(field) for field in Settings.model_fields} - listed
+    assert not missing, f"README's settings table lacks {sorted(missing)}"
