@@ -23,6 +23,7 @@ import json
 import queue
 import sys
 import threading
+import time
 import uuid
 from collections.abc import AsyncGenerator, Iterator, Sequence
 from datetime import UTC, datetime, timedelta
@@ -52,6 +53,7 @@ from pipelines.sources import number_sources
 __all__ = ["NOTHING_FOUND", "AnswerPipeline"]
 
 _PRUNE_EVERY = timedelta(minutes=1)
+_RELEASES_TTL_S = 10.0
 
 NOTHING_FOUND = (
     "I found nothing in Reactome's pathways, disease variants or user guide that answers this."
@@ -102,6 +104,7 @@ class AnswerPipeline:
         self.settings = settings or load_settings()
         self._retriever = retriever
         self._logs_pruned_at: datetime | None = None
+        self._releases: tuple[float, dict[str, dict[str, str]]] | None = None
         self.raise_handler_errors = raise_handler_errors
         self._embeddings = embeddings
         self._answer_model = answer_model
@@ -138,14 +141,41 @@ class AnswerPipeline:
         from pipelines.retriever import ReactomeRetriever
         from pipelines.store import open_client
 
+        if self._client is None:
+            self._client = open_client(self.settings)
         retriever = ReactomeRetriever(
             settings=self.settings,
-            client=self._client if self._client is not None else open_client(self.settings),
+            client=self._client,
             embeddings=self.embeddings,
             expander=self.models[1],
             k=self.settings.max_sources,
         )
         return retriever.with_config(tags=[RETRIEVAL_TAG], run_name="retrieval")
+
+    def collection_releases(self) -> dict[str, dict[str, str]]:
+        """Which release and version of each collection answers now, for the event log.
+
+        Read at most every few seconds (an ingest may switch versions under a running server),
+        and empty when the store cannot say: a log header is never worth failing a request."""
+        now = time.monotonic()
+        if self._releases is not None and now - self._releases[0] < _RELEASES_TTL_S:
+            return self._releases[1]
+        releases: dict[str, dict[str, str]] = {}
+        if self._retriever is None:
+            from pipelines import store
+
+            try:
+                client = (
+                    self._client if self._client is not None else store.open_client(self.settings)
+                )
+                releases = {
+                    info.name: {"release": info.release, "version": info.version}
+                    for info in store.collection_infos(client)
+                }
+            except Exception:
+                releases = {}
+        self._releases = (now, releases)
+        return releases
 
     @cached_property
     def chain(self) -> Runnable[dict[str, Any], str]:
@@ -317,6 +347,7 @@ class AnswerPipeline:
                 "request_id": request_id,
                 "question": question,
                 "collections": list(collections or ["auto"]),
+                "releases": self.collection_releases(),
                 "options": options,
                 "settings_digest": hashlib.sha256(
                     json.dumps(settings, sort_keys=True).encode()

@@ -164,6 +164,7 @@ def test_every_logged_real_answer_replays_identically(
 ) -> None:
     from callbacks.log import read_log
     from callbacks.replay import replay_diff
+    from pipelines import store
 
     pipeline = AnswerPipeline(load_settings(home=sample_home), embeddings=minilm)
     questions = [
@@ -176,8 +177,14 @@ def test_every_logged_real_answer_replays_identically(
     request_ids = [
         pipeline.invoke(q, cite_urls=i == 1)["request_id"] for i, q in enumerate(questions)
     ]
+    ingested = {
+        info.name: {"release": info.release, "version": info.version}
+        for info in store.collection_infos(store.open_client(pipeline.settings))
+    }
+    assert sorted(ingested) == ["disease_variants", "reactome", "userguide"]
     for request_id in request_ids:
         (path,) = (sample_home / "logs").glob(f"*-{request_id}.jsonl")
         contents = read_log(path)
         assert contents.events
         assert replay_diff(contents) == [], path
+        assert contents.header["releases"] == ingested
