@@ -7,6 +7,7 @@ import json
 import sys
 import time
 from collections.abc import Callable
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -51,14 +52,15 @@ def add_logs_arguments(parser: argparse.ArgumentParser) -> None:
 
 def add_replay_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("log", help="a log file, or a request id")
-    parser.add_argument(
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument(
         "--check",
         action="store_true",
         help="drive a fresh handler from the recorded callbacks and diff its events against "
         "the recorded ones (timing ignored); exit 1 on any difference",
     )
-    parser.add_argument("--jsonl", action="store_true", help="print events as JSON lines")
-    parser.add_argument(
+    mode.add_argument("--jsonl", action="store_true", help="print events as JSON lines")
+    mode.add_argument(
         "--serve",
         type=int,
         metavar="PORT",
@@ -172,7 +174,14 @@ def cmd_logs(args: argparse.Namespace, settings: Settings) -> int:
 def _prune(args: argparse.Namespace, settings: Settings) -> int:
     days = settings.log_retention_days if args.older_than is None else args.older_than
     keep = settings.log_retention_count if args.keep is None else args.keep
-    deleted = prune_logs(settings.logs_dir, keep_days=days, keep_count=keep, dry_run=args.dry_run)
+    deleted = prune_logs(
+        settings.logs_dir,
+        keep_days=days,
+        keep_count=keep,
+        # Logs of requests that may still be running are left for a later prune.
+        spare_newer_than=timedelta(seconds=settings.request_timeout_s + 60),
+        dry_run=args.dry_run,
+    )
     for path in deleted:
         print(path)
     verb = "would delete" if args.dry_run else "deleted"

@@ -1,4 +1,5 @@
-"""The reference web client (``app/web/``) mounted on an application: ``/`` and ``/static``."""
+"""The reference web client mounted on an application: the page (``app/web/index.html``) at
+``/`` and its assets (``app/web/static/``) under ``/static``."""
 
 from __future__ import annotations
 
@@ -26,4 +27,6 @@ def add_web_client(app: FastAPI) -> None:
     async def web_client() -> FileResponse:
         return FileResponse(WEB_DIR / "index.html", headers=PAGE_HEADERS)
 
-    app.mount("/static", StaticFiles(directory=WEB_DIR), name="static")
+    # Only the assets folder is mounted, so the page itself is reachable only at / with its
+    # policy headers.
+    app.mount("/static", StaticFiles(directory=WEB_DIR / "static"), name="static")

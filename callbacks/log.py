@@ -44,32 +44,57 @@ def log_file_name(request_id: str, now: datetime) -> str:
 
 
 def prune_logs(
-    folder: Path, *, keep_days: float, keep_count: int, now: datetime | None = None,
+    folder: Path,
+    *,
+    keep_days: float,
+    keep_count: int,
+    now: datetime | None = None,
+    spare_newer_than: timedelta = timedelta(0),
     dry_run: bool = False,
-) -> list[Path]:  # fmt: skip
+) -> list[Path]:
     """Delete the logs older than ``keep_days`` and all but the newest ``keep_count`` (a zero
-    turns that rule off); returns what was (or, with ``dry_run``, would be) deleted."""
-    now = now or datetime.now(UTC)
+    turns that rule off); returns what was (or, with ``dry_run``, would be) deleted.
+
+    A log written to within ``spare_newer_than`` is never deleted: its request may still be
+    running. A file that cannot be deleted is skipped, and the first such error is raised
+    once the others are done."""
+    now = (now or datetime.now(UTC)).astimezone(UTC)
     logs: list[tuple[datetime, Path]] = []
     with contextlib.suppress(FileNotFoundError):
         for path in folder.iterdir():
             match = _LOG_NAME.fullmatch(path.name)
-            if match:
+            if not match:
+                continue
+            try:
                 created = datetime.strptime(match["stamp"], _STAMP_FORMAT).replace(tzinfo=UTC)
-                logs.append((created, path))
+            except ValueError:  # looks like ours, but is no real time: not ours to delete
+                continue
+            logs.append((created, path))
     logs.sort(reverse=True)
     doomed = logs[keep_count:] if keep_count else []
     if keep_days:
-        cutoff = now - timedelta(days=keep_days)
+        try:
+            cutoff = now - timedelta(days=keep_days)
+        except OverflowError:  # a retention longer than the calendar: nothing is that old
+            cutoff = datetime.min.replace(tzinfo=UTC)
         doomed += [entry for entry in logs[: keep_count or None] if entry[0] < cutoff]
-    deleted = []
+    deleted: list[Path] = []
+    failure: OSError | None = None
+    spare_after = now.timestamp() - spare_newer_than.total_seconds()
     for _, path in sorted(doomed):
-        if not dry_run:
-            try:
-                path.unlink()
-            except FileNotFoundError:  # another process pruned it first
+        try:
+            if path.stat().st_mtime > spare_after:
                 continue
+            if not dry_run:
+                path.unlink()
+        except FileNotFoundError:  # another process pruned it first
+            continue
+        except OSError as error:
+            failure = failure or error
+            continue
         deleted.append(path)
+    if failure is not None:
+        raise failure
     return deleted
 
 

@@ -52,7 +52,7 @@ from pipelines.sources import number_sources
 
 __all__ = ["NOTHING_FOUND", "AnswerPipeline"]
 
-_PRUNE_EVERY = timedelta(minutes=1)
+_PRUNE_EVERY_S = 60.0
 _RELEASES_TTL_S = 10.0
 
 NOTHING_FOUND = (
@@ -103,7 +103,7 @@ class AnswerPipeline:
         question to documents; it is tagged as the retrieval run here)."""
         self.settings = settings or load_settings()
         self._retriever = retriever
-        self._logs_pruned_at: datetime | None = None
+        self._logs_pruned_at: float | None = None
         self._releases: tuple[float, dict[str, dict[str, str]]] | None = None
         self.raise_handler_errors = raise_handler_errors
         self._embeddings = embeddings
@@ -286,7 +286,9 @@ class AnswerPipeline:
         request_id = request_id or uuid.uuid4().hex
         options = {"llm": self.settings.llm, "cite_urls": cite, "history_turns": len(history)}
         events: asyncio.Queue[Event] = asyncio.Queue()
-        log = self._open_log(request_id, question, collections, options)
+        # In a worker thread: reading the collections' releases and pruning old logs touch the
+        # store and the disk, which must not stall the other streams on this event loop.
+        log = await asyncio.to_thread(self._open_log, request_id, question, collections, options)
 
         def emit(event: Event) -> None:
             events.put_nowait(event)
@@ -358,13 +360,14 @@ class AnswerPipeline:
         # After opening, so the new log counts as the newest and is never the one pruned; a
         # folder that cannot be written has already been reported once.
         if log.writing:
-            self._prune_logs_now_and_then(now)
+            self._prune_logs_now_and_then()
         return log
 
-    def _prune_logs_now_and_then(self, now: datetime) -> None:
+    def _prune_logs_now_and_then(self) -> None:
         # Listing the folder on every request would cost a busy server; once a minute keeps
         # the folder within its limits give or take a minute's worth of logs.
-        if self._logs_pruned_at is not None and now - self._logs_pruned_at < _PRUNE_EVERY:
+        now = time.monotonic()
+        if self._logs_pruned_at is not None and now - self._logs_pruned_at < _PRUNE_EVERY_S:
             return
         self._logs_pruned_at = now
         try:
@@ -372,9 +375,9 @@ class AnswerPipeline:
                 self.settings.logs_dir,
                 keep_days=self.settings.log_retention_days,
                 keep_count=self.settings.log_retention_count,
-                now=now,
+                spare_newer_than=timedelta(seconds=self.settings.request_timeout_s + 60),
             )
-        except OSError as error:
+        except Exception as error:  # housekeeping must never fail an answer
             print(f"reactome-answers: warning: old event logs not pruned ({error})",
                   file=sys.stderr)  # fmt: skip
 

@@ -76,7 +76,10 @@ class Settings(BaseSettings):
     cors_origins: str = Field(default="", description="comma-separated origins allowed by CORS")
     event_logs: bool = Field(default=True, description="write one JSONL event log per request")
     log_retention_days: float = Field(
-        default=30.0, ge=0, description="event logs older than this are deleted (0: kept)"
+        default=30.0,
+        ge=0,
+        le=36_500,
+        description="event logs older than this are deleted (0: kept)",
     )
     log_retention_count: int = Field(
         default=1000, ge=0, description="at most this many event logs are kept (0: no cap)"

@@ -6,6 +6,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -32,13 +33,15 @@ def serve(app: Any) -> Iterator[str]:
     )
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        assert time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{server.config.port}"
-    server.should_exit = True
-    thread.join(timeout=30)
+    try:
+        deadline = time.monotonic() + 30
+        while not server.started:
+            assert time.monotonic() < deadline, "uvicorn did not start"
+            time.sleep(0.05)
+        yield f"http://127.0.0.1:{server.config.port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
 
 
 @dataclass
@@ -57,19 +60,23 @@ def serve_command(
     argv = [str(Path(sys.executable).parent / "reactome-answers"), "--home", str(home),
             *extra, *command, str(port)]  # fmt: skip
     env = {k: v for k, v in os.environ.items() if k != "REACTOME_ANSWERS_HOME"}
-    process = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    served = Served(f"http://127.0.0.1:{port}")
-    try:
-        deadline = time.monotonic() + 90
-        while True:
-            try:
-                httpx.get(f"{served.base}/", timeout=2)
-                break
-            except httpx.TransportError:
-                assert process.poll() is None, "serve exited early"
-                assert time.monotonic() < deadline, "serve did not start"
-                time.sleep(0.3)
-        yield served
-    finally:
-        process.terminate()
-        served.stderr = process.communicate(timeout=30)[1].decode(errors="replace")
+    # A file, not a pipe: uvicorn logs every request there, and a full pipe would stall it.
+    with tempfile.TemporaryFile() as stderr:
+        process = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=stderr)
+        served = Served(f"http://127.0.0.1:{port}")
+        try:
+            deadline = time.monotonic() + 90
+            while True:
+                try:
+                    httpx.get(f"{served.base}/", timeout=2)
+                    break
+                except httpx.TransportError:
+                    assert process.poll() is None, "serve exited early"
+                    assert time.monotonic() < deadline, "serve did not start"
+                    time.sleep(0.3)
+            yield served
+        finally:
+            process.terminate()
+            process.wait(timeout=30)
+            stderr.seek(0)
+            served.stderr = stderr.read().decode(errors="replace")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import shutil
@@ -18,7 +19,7 @@ from langchain_core.language_models import FakeListChatModel
 
 from callbacks.events import DoneEvent, parse_event
 from callbacks.log import log_file_name, prune_logs, read_log
-from callbacks.replay import replay_diff
+from callbacks.replay import paced, replay_diff
 from pipelines.errors import EventLogError
 from tests.servers import serve_command
 from tests.test_stream_gating import ABCA1, CDK5, GUIDE, make_pipeline
@@ -202,6 +203,17 @@ def test_replay_serve_streams_the_recorded_events_as_sse(isolated_home: Path) ->
     assert "req-sse" in served.stderr
 
 
+def test_replay_pacing_follows_the_recorded_gaps() -> None:
+    pipeline, _, _ = make_pipeline([ABCA1], "ABCA1 [1].")
+    events = list(pipeline.stream("What does ABCA1 do?"))
+    gaps = [later.t_ms - earlier.t_ms for earlier, later in itertools.pairwise(events)]
+    paused = [pause for pause, _ in paced(events, 0.5)]
+    assert paused[0] == pytest.approx(events[0].t_ms / 1000 / 0.5)
+    assert paused[1:] == pytest.approx([gap / 1000 / 0.5 for gap in gaps])
+    assert [event for _, event in paced(events, 4)] == events
+    assert {pause for pause, _ in paced(events, None)} == {0.0}
+
+
 @pytest.mark.parametrize("speed", ["0", "-2", "fast", "inf"])
 def test_replay_refuses_a_speed_that_is_not_positive(isolated_home: Path, speed: str) -> None:
     result = cli(isolated_home, "replay", "--speed", speed, "any")
@@ -240,6 +252,8 @@ def fake_logs(folder: Path, ages_days: list[float], now: datetime) -> list[Path]
         path = folder / log_file_name(f"old-{number}", now - timedelta(days=age))
         header = {"kind": "header", "schema": 1, "request_id": f"old-{number}"}
         path.write_text(json.dumps(header) + "\n", encoding="utf-8")
+        written = (now - timedelta(days=age)).timestamp()
+        os.utime(path, (written, written))
         paths.append(path)
     return paths
 
@@ -259,6 +273,24 @@ def test_pruning_by_age_and_count_leaves_other_files_alone(tmp_path: Path) -> No
     assert sorted(folder.iterdir()) == sorted([newest, recent, notes])
     assert prune_logs(folder, keep_days=0, keep_count=0, now=now) == []
     assert prune_logs(tmp_path / "never-written", keep_days=1, keep_count=1) == []
+
+
+def test_pruning_spares_logs_in_use_and_odd_names(tmp_path: Path) -> None:
+    now = datetime.now(UTC)
+    folder = tmp_path / "logs"
+    (old,) = fake_logs(folder, [90], now)
+    impossible = folder / "20261399T000000000000-x.jsonl"
+    impossible.write_text("not ours after all\n", encoding="utf-8")
+    # Named 90 days ago but still being written: a request that may still be running.
+    in_use = folder / log_file_name("in-use", now - timedelta(days=90))
+    in_use.write_text("{}\n", encoding="utf-8")
+
+    deleted = prune_logs(folder, keep_days=1, keep_count=0, spare_newer_than=timedelta(minutes=3))
+    assert deleted == [old]
+    assert impossible.exists()
+    assert in_use.exists()
+    # A retention longer than the calendar deletes nothing rather than failing.
+    assert prune_logs(folder, keep_days=10**9, keep_count=0) == []
 
 
 def test_a_request_prunes_old_logs_but_never_its_own(isolated_home: Path) -> None:
