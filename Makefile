@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: install install-llamacpp install-browser test lint typecheck unit demo bench-ingest clean
+.PHONY: install install-llamacpp install-browser test lint typecheck unit demo bench bench-quick eval bench-ingest clean
 
 # Reinstall only when the project's metadata changes; the stamp lives inside the venv so
 # deleting .venv starts over cleanly. The offline embedding model's tokenizer comes with
@@ -53,6 +53,22 @@ demo: $(BIN)/.installed
 	@$(BIN)/reactome-answers collections --json | grep -q '"reactome"' \
 		|| $(BIN)/reactome-answers ingest --sample
 	$(BIN)/reactome-answers ask "What causes Tangier disease, and what does ABCA1 do?"
+
+# Speed against the classic LangChain stack on ../shared/data plus the reaction summaries
+# (the first run ingests them: about 15 minutes); tables, results/bench.json and .png.
+bench: $(BIN)/.installed
+	$(BIN)/python -m tests.benchmarks.bench_performance
+
+# The same on the bundled sample with fewer questions, in under 2 minutes; CI runs it to
+# report, not to assert.
+bench-quick: $(BIN)/.installed
+	$(BIN)/python -m tests.benchmarks.bench_performance --quick
+
+# Retrieval, routing, end-to-end and citation quality on the labeled questions over
+# ../shared/data (the first run ingests it: about 4 minutes).
+eval: $(BIN)/.installed
+	$(BIN)/python tests/benchmarks/check_eval_questions.py
+	$(BIN)/python -m tests.benchmarks.eval_quality
 
 # Ingestion throughput and peak memory on ../shared/data plus the reaction summaries.
 bench-ingest: $(BIN)/.installed

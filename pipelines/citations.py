@@ -17,6 +17,7 @@ descending range, and anything inside inline code or a fenced code block.
 from __future__ import annotations
 
 import bisect
+import functools
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -31,7 +32,6 @@ _ITEM = rf"[0-9]+(?: *[{_DASHES}] *[0-9]+)?"
 _GROUP_RE = re.compile(rf"\[ *({_ITEM}(?: *[,;] *{_ITEM})*) *\]")
 _ITEM_RE = re.compile(rf"([0-9]+)(?: *[{_DASHES}] *([0-9]+))?")
 _FENCE_RE = re.compile(r" {0,3}(`{3,}|~{3,})(.*)")
-_BACKTICKS_RE = re.compile(r"`+")
 _LINE_RE = re.compile(r"[^\n]*\n?")
 
 # Numbers longer than this cannot index any real source list; capping them keeps int()
@@ -55,6 +55,8 @@ class _Group:
     start: int
     end: int
     items: tuple[tuple[int, int], ...]  # inclusive (low, high); a single number has low == high
+    lowest: int
+    highest: int
 
 
 @dataclass(frozen=True)
@@ -69,7 +71,9 @@ def _number(digits: str) -> int:
     return _HUGE if len(digits) > _MAX_DIGITS else int(digits)
 
 
+@functools.lru_cache(maxsize=4096)
 def _parse_items(body: str) -> tuple[tuple[int, int], ...] | None:
+    # Cached: answers repeat the same few groups ("1", "2, 3") over and over.
     items = []
     for match in _ITEM_RE.finditer(body):
         low = _number(match.group(1))
@@ -84,6 +88,8 @@ def _parse_items(body: str) -> tuple[tuple[int, int], ...] | None:
 def _code_spans(text: str) -> list[tuple[int, int]]:
     """Return the ``[start, end)`` spans of fenced code blocks and inline code spans."""
     spans: list[tuple[int, int]] = []
+    if "`" not in text and "~~~" not in text:
+        return spans  # most answers: no fence and no inline code is possible
     paragraph_start = 0
     fence: tuple[str, int, int] | None = None  # (fence char, fence length, block start)
     for line in _LINE_RE.finditer(text):
@@ -127,8 +133,21 @@ def _escaped(text: str, position: int) -> bool:
     return backslashes % 2 == 1
 
 
+def _backtick_runs(text: str, start: int, end: int) -> list[tuple[int, int]]:
+    # str.find is many times faster than a regex scan for the rare backtick.
+    runs = []
+    position = text.find("`", start, end)
+    while position >= 0:
+        run_end = position + 1
+        while run_end < end and text[run_end] == "`":
+            run_end += 1
+        runs.append((position, run_end))
+        position = text.find("`", run_end, end)
+    return runs
+
+
 def _inline_code_spans(text: str, start: int, end: int) -> list[tuple[int, int]]:
-    runs = [(m.start(), m.end()) for m in _BACKTICKS_RE.finditer(text, start, end)]
+    runs = _backtick_runs(text, start, end)
     by_length: dict[int, list[int]] = {}
     for index, (run_start, run_end) in enumerate(runs):
         by_length.setdefault(run_end - run_start, []).append(index)
@@ -159,7 +178,9 @@ def _is_reference_definition(text: str, start: int, end: int) -> bool:
     return start - line_start <= 3 and not text[line_start:start].strip(" ")
 
 
-def _clusters(text: str) -> list[_Cluster]:
+@functools.lru_cache(maxsize=16)
+def _clusters(text: str) -> tuple[_Cluster, ...]:
+    # Cached: stripping and finalizing one answer read the same text several times.
     code = _code_spans(text)
     code_starts = [start for start, _ in code]
 
@@ -177,7 +198,8 @@ def _clusters(text: str) -> list[_Cluster]:
             continue
         items = _parse_items(match.group(1))
         if items is not None:
-            groups.append(_Group(start, end, items))
+            lows, highs = zip(*items, strict=True)
+            groups.append(_Group(start, end, items, min(lows), max(highs)))
 
     clusters: list[_Cluster] = []
     run: list[_Group] = []
@@ -188,7 +210,7 @@ def _clusters(text: str) -> list[_Cluster]:
         run.append(group)
     if run:
         clusters.append(_Cluster(run[0].start, run[-1].end, tuple(run)))
-    return clusters
+    return tuple(clusters)
 
 
 def _numbers_in_range(items: Sequence[tuple[int, int]], n_sources: int) -> Iterator[int]:
@@ -263,6 +285,9 @@ def _strip_once(text: str, n_sources: int) -> str:
     for cluster in clusters:
         kept = []
         for group in cluster.groups:
+            if group.lowest >= 1 and group.highest <= n_sources:
+                kept.append(text[group.start : group.end])  # the common case: all in range
+                continue
             clipped = tuple(
                 (max(low, 1), min(high, n_sources))
                 for low, high in group.items

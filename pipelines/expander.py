@@ -65,10 +65,15 @@ _USAGE_RE = re.compile(
     r"analy[sz]e (?:my|a|the|data|genes?|identifiers?)|analysis service|upload|download|"
     r"submit|search box|species comparison|tissue distribution|details panel|click|button|"
     r"menu|zoom|export|log ?in|user guide|tutorial|"
+    r"cypher|neo4j|graph database|docker|reactomegsa|over-?representation|statistical test|"
+    r"analysis results?|identifier mapping|crosswalk|stable identifiers?|R-[A-Z]{3}-\d+\.\d+|"
+    r"when (?:i|you) (?:look|view|open|click)|"
     r"how (?:do|can|should) (?:i|we|you) (?:use|find|search|run|download|submit|view|open|"
-    r"export|analy[sz]e|navigate|see|get|cite|convert|map))\b",
+    r"export|analy[sz]e|navigate|see|get|cite|convert|map|compare|start|install|query))\b",
     re.IGNORECASE,
 )
+# A question about Reactome itself, rather than the biology in it, may need the user guide.
+_ABOUT_REACTOME_RE = re.compile(r"\bReactome(?:'s)?\b", re.IGNORECASE)
 _PRONOUN_RE = re.compile(r"\b(?:it|its|they|them|their|this|that|these|those)\b", re.IGNORECASE)
 
 
@@ -86,12 +91,17 @@ class Expansion:
 
 
 def route(question: str) -> list[str]:
-    """Collections a question needs, by rules: website usage goes to the user guide only."""
+    """Collections a question needs, by rules: website usage goes to the user guide only, and
+    biology that names Reactome itself searches the user guide too."""
     if _USAGE_RE.search(question):
         return ["userguide"]
     if _VARIANT_RE.search(question) or _VARIANT_WORDS_RE.search(question):
-        return ["disease_variants", "reactome"]
-    return ["reactome", "disease_variants"]
+        chosen = ["disease_variants", "reactome"]
+    else:
+        chosen = ["reactome", "disease_variants"]
+    if _ABOUT_REACTOME_RE.search(question):
+        chosen.append("userguide")
+    return chosen
 
 
 def _content_words(text: str) -> list[str]:

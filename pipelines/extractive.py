@@ -2,9 +2,10 @@
 
 It reads the answer prompt back (:func:`pipelines.prompts.read_answer_prompt`), scores every
 sentence of every source and context block against the question with the embedding model,
-and answers with the most relevant few, each followed by its source's ``[n]`` (context
-sentences get no marker). It is a real LangChain chat model: it streams word by word through
-the normal callbacks, so the rest of the pipeline cannot tell it from a generative one.
+and answers with the most relevant few, in source order, each followed by its source's
+``[n]`` (context sentences get no marker). It is a real LangChain chat model: it streams word
+by word through the normal callbacks, so the rest of the pipeline cannot tell it from a
+generative one.
 """
 
 from __future__ import annotations
@@ -65,6 +66,9 @@ class ExtractiveChatModel(ComposedChatModel):
     min_similarity: float = 0.3
     # Only sentences nearly as relevant as the best one: an answer, not a list of neighbours.
     relative_window: float = 0.15
+    # Blocks come in retrieval order, best first: each later block's sentences lose this much,
+    # so ties go to the sources the retriever trusted most.
+    rank_nudge: float = 0.02
 
     @property
     def _llm_type(self) -> str:
@@ -93,18 +97,24 @@ class ExtractiveChatModel(ComposedChatModel):
         if not candidates:
             return NOTHING_RELEVANT
         similarity = self._scores(question, [sentence for _, _, sentence in candidates])
-        # Blocks come in retrieval order, best first: a small nudge keeps the answer on the
-        # sources the retriever trusted most when sentences tie.
-        scores = [s - 0.02 * index for s, (index, _, _) in zip(similarity, candidates, strict=True)]
+        scores = [
+            s - self.rank_nudge * index
+            for s, (index, _, _) in zip(similarity, candidates, strict=True)
+        ]
         ranked = sorted(zip(scores, candidates, strict=True), key=lambda item: -item[0])
-        chosen: list[str] = []
+        chosen: list[tuple[int, int, str]] = []
+        quoted: set[str] = set()
         per_block: dict[int, int] = {}
         floor = max(self.min_similarity, ranked[0][0] - self.relative_window)
-        for score, (index, _, sentence) in ranked:
+        for score, (index, position, sentence) in ranked:
             if score < floor or len(chosen) >= self.max_sentences:
                 break
-            if per_block.get(index, 0) >= self.max_per_block:
+            # A source's overlapping chunks can hold the same sentence twice; quote it once.
+            if per_block.get(index, 0) >= self.max_per_block or sentence in quoted:
                 continue
             per_block[index] = per_block.get(index, 0) + 1
-            chosen.append(_with_marker(sentence, blocks[index].n))
-        return " ".join(chosen) if chosen else NOTHING_RELEVANT
+            quoted.add(sentence)
+            chosen.append((index, position, _with_marker(sentence, blocks[index].n)))
+        # Chosen by similarity, told in the retriever's order (its best-ranked source first)
+        # and each source's sentences in their own order, so the answer reads as prose.
+        return " ".join(text for _, _, text in sorted(chosen)) if chosen else NOTHING_RELEVANT

@@ -46,13 +46,24 @@ class KeywordIndex:
 
     def search(self, query: str, k: int) -> list[tuple[str, float]]:
         """The ``k`` best chunk ids for ``query`` with their BM25 scores (zero scores dropped)."""
-        tokens = keyword_tokens([query])
-        if not tokens[0] or not self.chunk_ids:
-            return []
+        return self.search_many([query], k)[0]
+
+    def search_many(self, queries: Sequence[str], k: int) -> list[list[tuple[str, float]]]:
+        """:meth:`search` for several queries in one call (one tokenizer and one scoring pass,
+        with no thread pool: the pool's start-up cost more than the search itself)."""
+        results: list[list[tuple[str, float]]] = [[] for _ in queries]
+        tokens = keyword_tokens(queries)
+        asked = [index for index, query_tokens in enumerate(tokens) if query_tokens]
+        if not asked or not self.chunk_ids:
+            return results
         k = min(k, len(self.chunk_ids))
-        rows, scores = self.model.retrieve([tokens[0]], k=k, show_progress=False, n_threads=1)
-        return [
-            (self.chunk_ids[int(row)], float(score))
-            for row, score in zip(rows[0], scores[0], strict=True)
-            if score > 0
-        ]
+        rows, scores = self.model.retrieve(
+            [tokens[index] for index in asked], k=k, show_progress=False, n_threads=0
+        )
+        for position, index in enumerate(asked):
+            results[index] = [
+                (self.chunk_ids[int(row)], float(score))
+                for row, score in zip(rows[position], scores[position], strict=True)
+                if score > 0
+            ]
+        return results

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
-from chromadb.api import ClientAPI
 from langchain_core.callbacks import (
     AsyncCallbackManagerForRetrieverRun,
     CallbackManagerForRetrieverRun,
@@ -33,15 +33,23 @@ from pydantic import ConfigDict, Field, PrivateAttr
 
 from pipelines import store
 from pipelines.definitions import check_collection_names
+from pipelines.errors import ReactomeAnswersError
 from pipelines.expander import Expansion, expander_messages, parse_expansion, rule_expansion
 from pipelines.keyword_index import KeywordIndex
 from pipelines.settings import Settings
 
-__all__ = ["EXPANDER_TAG", "ReactomeRetriever"]
+__all__ = ["EXPANDER_TAG", "RANKINGS", "Ranking", "ReactomeRetriever"]
 
 EXPANDER_TAG = "reactome-answers:expander"
 _RRF_K = 60
+# How candidates are found and ordered; the default is the last. The others exist so the
+# evaluation (tests/benchmarks/eval_quality.py) can compare them on the same index.
+Ranking = Literal["dense", "bm25", "hybrid", "hybrid_rerank"]
+RANKINGS: tuple[Ranking, ...] = ("dense", "bm25", "hybrid", "hybrid_rerank")
 _CHUNKS_PER_SOURCE = 2
+_VERSION_TTL_S = 5.0
+# (rank, chunk id, text, metadata, embedding) in one ranked list
+_Hit = tuple[int, str, str, Any, Any]
 
 
 @dataclass
@@ -70,8 +78,19 @@ class ReactomeRetriever(BaseRetriever):
     collections: list[str] | None = Field(
         default=None, description="fixed collections instead of the expander's routing"
     )
+    extra_collections: tuple[str, ...] = Field(
+        default=(),
+        description="other ingested collections that may be named at call time (the "
+        "benchmarks add one of reaction summaries for scale)",
+    )
+    ranking: Ranking = Field(
+        default="hybrid_rerank",
+        description="dense or BM25 alone, both fused (RRF), or fused then re-ranked by "
+        "similarity to the question",
+    )
     _keyword_indexes: dict[str, KeywordIndex] = PrivateAttr(default_factory=dict)
     _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
+    _versions: dict[str, tuple[float, store.StoredVersion]] = PrivateAttr(default_factory=dict)
 
     # --- expansion ------------------------------------------------------------------------
 
@@ -140,11 +159,12 @@ class ReactomeRetriever(BaseRetriever):
 
     def _collections_for(self, expansion: Expansion, override: Sequence[str] | None) -> list[str]:
         chosen = list(override or self.collections or expansion.collections)
-        return check_collection_names(chosen) or ["reactome", "disease_variants"]
+        known = check_collection_names([n for n in chosen if n not in self.extra_collections])
+        extra = [name for name in chosen if name in self.extra_collections]
+        return known + extra if chosen else ["reactome", "disease_variants"]
 
     def search(self, expansion: Expansion, collections: Sequence[str], k: int) -> list[Document]:
         """Everything after expansion; plain Python, so it can run in a worker thread."""
-        client: ClientAPI = self.client
         vectors = np.asarray(self.embeddings.embed_documents(expansion.queries), dtype=np.float32)
         question_vector = vectors[0]
         candidates: dict[str, _Candidate] = {}
@@ -158,49 +178,12 @@ class ReactomeRetriever(BaseRetriever):
                 candidates[chunk_id] = candidate
             candidate.fused += 1.0 / (_RRF_K + rank)
 
+        # Hits are merged in collection order, so ties break the same way on every run.
         for name in collections:
-            version = store.check_embedding_model(client, name, self.settings)
-            hits = version.collection.query(
-                query_embeddings=vectors,
-                n_results=self.fetch_k,
-                include=["documents", "metadatas", "embeddings"],
-            )
-            for q in range(len(expansion.queries)):
-                ids = hits["ids"][q]
-                documents = (hits["documents"] or [[]] * len(vectors))[q]
-                metadatas = (hits["metadatas"] or [[]] * len(vectors))[q]
-                embeddings = (hits["embeddings"] or [[]] * len(vectors))[q]
-                for rank, chunk_id in enumerate(ids, start=1):
-                    add(
-                        rank,
-                        chunk_id,
-                        name,
-                        documents[rank - 1],
-                        metadatas[rank - 1],
-                        embeddings[rank - 1],
-                    )
-            index = self._keyword_index(version.name)
-            if index is None:
-                continue
-            keyword_lists = [index.search(query, self.fetch_k) for query in expansion.queries]
-            wanted = sorted({cid for hits_ in keyword_lists for cid, _ in hits_} - set(candidates))
-            fetched: dict[str, tuple[str, Any, Any]] = {}
-            if wanted:
-                got = version.collection.get(
-                    ids=wanted, include=["documents", "metadatas", "embeddings"]
-                )
-                for position, chunk_id in enumerate(got["ids"]):
-                    fetched[chunk_id] = (
-                        (got["documents"] or [])[position],
-                        (got["metadatas"] or [])[position],
-                        (got["embeddings"] if got["embeddings"] is not None else [])[position],
-                    )
-            for keyword_hits in keyword_lists:
-                for rank, (chunk_id, _) in enumerate(keyword_hits, start=1):
-                    if chunk_id in candidates:
-                        candidates[chunk_id].fused += 1.0 / (_RRF_K + rank)
-                    elif chunk_id in fetched:
-                        add(rank, chunk_id, name, *fetched[chunk_id])
+            for rank, chunk_id, text, meta, emb in self._collection_hits_retrying(
+                name, expansion, vectors
+            ):
+                add(rank, chunk_id, name, text, meta, emb)
 
         # One entry per entity, keyed by what it would be cited as across collections (a
         # variant cited by its disease pathway's id and that pathway are one source, not
@@ -219,7 +202,8 @@ class ReactomeRetriever(BaseRetriever):
             similarities = [float(c.embedding @ question_vector) for c in group]
             similarity = max(similarities)
             if similarity >= self.min_similarity:
-                scored.append((similarity + group[0].fused, similarity, group[:_CHUNKS_PER_SOURCE]))
+                score = group[0].fused + (similarity if self.ranking == "hybrid_rerank" else 0.0)
+                scored.append((score, similarity, group[:_CHUNKS_PER_SOURCE]))
         scored.sort(key=lambda item: -item[0])
         return [
             Document(
@@ -229,6 +213,83 @@ class ReactomeRetriever(BaseRetriever):
             )
             for _, similarity, group in scored[:k]
         ]
+
+    def _live_version(self, name: str) -> store.StoredVersion:
+        """The live version of a collection, looked up at most every few seconds: listing
+        Chroma's collections costs more than a query."""
+        now = time.monotonic()
+        with self._lock:
+            cached = self._versions.get(name)
+        if cached is not None and now - cached[0] < _VERSION_TTL_S:
+            return cached[1]
+        version = store.check_embedding_model(self.client, name, self.settings)
+        with self._lock:
+            self._versions[name] = (now, version)
+        return version
+
+    def _forget_version(self, name: str) -> bool:
+        with self._lock:
+            return self._versions.pop(name, None) is not None
+
+    def _collection_hits_retrying(
+        self, name: str, expansion: Expansion, vectors: np.ndarray[Any, np.dtype[np.float32]]
+    ) -> list[_Hit]:
+        try:
+            return self._collection_hits(name, self._live_version(name), expansion, vectors)
+        except ReactomeAnswersError:
+            raise
+        except Exception:
+            # A cached version may have been replaced by an ingest since: look again once.
+            if not self._forget_version(name):
+                raise
+            return self._collection_hits(name, self._live_version(name), expansion, vectors)
+
+    def _collection_hits(
+        self,
+        name: str,
+        version: store.StoredVersion,
+        expansion: Expansion,
+        vectors: np.ndarray[Any, np.dtype[np.float32]],
+    ) -> list[_Hit]:
+        """Every ranked list for one collection, flattened: dense hits per query, then BM25
+        hits per query, each as (rank, chunk id, text, metadata, embedding)."""
+        hits: list[_Hit] = []
+        seen: dict[str, tuple[str, Any, Any]] = {}
+        if self.ranking != "bm25":
+            found = version.collection.query(
+                query_embeddings=vectors,
+                n_results=self.fetch_k,
+                include=["documents", "metadatas", "embeddings"],
+            )
+            for q in range(len(expansion.queries)):
+                documents = (found["documents"] or [[]] * len(vectors))[q]
+                metadatas = (found["metadatas"] or [[]] * len(vectors))[q]
+                embeddings = (found["embeddings"] or [[]] * len(vectors))[q]
+                for position, chunk_id in enumerate(found["ids"][q]):
+                    record = (documents[position], metadatas[position], embeddings[position])
+                    seen.setdefault(chunk_id, record)
+                    hits.append((position + 1, chunk_id, *record))
+        if self.ranking == "dense":
+            return hits
+        index = self._keyword_index(version.name)
+        if index is None:
+            return hits
+        keyword_lists = index.search_many(expansion.queries, self.fetch_k)
+        wanted = sorted({cid for ranked in keyword_lists for cid, _ in ranked} - set(seen))
+        if wanted:
+            included: Any = ["documents", "metadatas", "embeddings"]
+            got = version.collection.get(ids=wanted, include=included)
+            for position, chunk_id in enumerate(got["ids"]):
+                seen[chunk_id] = (
+                    (got["documents"] or [])[position],
+                    (got["metadatas"] or [])[position],
+                    (got["embeddings"] if got["embeddings"] is not None else [])[position],
+                )
+        for ranked in keyword_lists:
+            for rank, (chunk_id, _) in enumerate(ranked, start=1):
+                if chunk_id in seen:
+                    hits.append((rank, chunk_id, *seen[chunk_id]))
+        return hits
 
     # --- the retriever interface -----------------------------------------------------------
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -14,7 +15,12 @@ import pytest
 from langchain_core.embeddings import Embeddings
 
 from callbacks.events import CitationEvent, DoneEvent, ErrorEvent, Event, parse_event
+from pipelines import store
+from pipelines.definitions import COLLECTION_NAMES
+from pipelines.errors import InputError
+from pipelines.ingest import ingest, locate_sources, sample_dir
 from pipelines.pipeline import AnswerPipeline
+from pipelines.retriever import RANKINGS, Ranking, ReactomeRetriever
 from pipelines.settings import load_settings
 from tests.invariants import check_stream
 
@@ -188,3 +194,38 @@ def test_every_logged_real_answer_replays_identically(
         assert contents.events
         assert replay_diff(contents) == [], path
         assert contents.header["releases"] == ingested
+
+
+@pytest.mark.parametrize("ranking", RANKINGS)
+def test_every_ranking_finds_the_pathway(pipeline: AnswerPipeline, ranking: Ranking) -> None:
+    retriever = ReactomeRetriever(
+        settings=pipeline.settings,
+        client=store.open_client(pipeline.settings),
+        embeddings=pipeline.embeddings,
+        expander=pipeline.models[1],
+        ranking=ranking,
+    )
+    found = retriever.invoke("What causes Tangier disease?", k=3)
+    assert "R-HSA-5682113" in [d.metadata.get("st_id") for d in found]
+
+
+def test_extra_collections_must_be_declared(pipeline: AnswerPipeline) -> None:
+    with pytest.raises(InputError, match="reactions"):
+        pipeline.retriever.invoke("ABCA1", collections=["reactome", "reactions"])
+
+
+def test_a_new_ingest_under_a_running_retriever(tmp_path: Path, minilm: Embeddings) -> None:
+    # The retriever remembers each collection's live version for a few seconds; an ingest
+    # that replaces it (and deletes the old one) in that time must not fail a question.
+    corpus = tmp_path / "corpus"
+    shutil.copytree(sample_dir(), corpus)
+    settings = load_settings(home=tmp_path / "home", event_logs=False)
+    ingest(settings, locate_sources(corpus, COLLECTION_NAMES, required=True), embeddings=minilm)
+    pipeline = AnswerPipeline(settings, embeddings=minilm)
+    before = pipeline.invoke("What causes Tangier disease?")
+    summary = corpus / "reactome" / "pathway2summation.txt"
+    summary.write_text(summary.read_text(encoding="utf-8").replace("Tangier", "Tangier (TD)"))
+    ingest(settings, locate_sources(corpus, COLLECTION_NAMES, required=True), embeddings=minilm)
+    after = pipeline.invoke("What causes Tangier disease?")
+    assert after["state"] == before["state"] == "answered"
+    assert "R-HSA-5682113" in [r.get("st_id") for r in after["references"]]

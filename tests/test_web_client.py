@@ -33,6 +33,8 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-
                  "--disable-sync"]  # fmt: skip
 SITE = "https://reactome.org"
 GUIDE_QUESTION = "How do I use the pathway browser?"
+# Its answer cites two of the user-guide pages retrieved, one of them renumbered.
+SWAP_QUESTION = "What do Reactome identifiers mean?"
 
 # Records every state of the Sources list, so a test can see the early list before the swap.
 RECORD_SOURCES = """
@@ -126,7 +128,7 @@ def marker_links(page: Any) -> list[tuple[str, str]]:
 
 
 def test_page_shows_retrieved_sources_then_swaps_in_the_cited_ones(page: Any, served: str) -> None:
-    events = sse_events(served, {"question": GUIDE_QUESTION, "cite_urls": True})
+    events = sse_events(served, {"question": SWAP_QUESTION, "cite_urls": True})
     done = check_stream(events)
     early = [e.data.st_id or e.data.url for e in events if isinstance(e, CitationEvent)]
     references = done.data.references
@@ -134,7 +136,7 @@ def test_page_shows_retrieved_sources_then_swaps_in_the_cited_ones(page: Any, se
     assert len(references) < len(early)
     assert [r.source_n for r in references] != [r.n for r in references]
 
-    assert ask(page, served, GUIDE_QUESTION, cite_urls=True) == "answered"
+    assert ask(page, served, SWAP_QUESTION, cite_urls=True) == "answered"
 
     snapshots = page.evaluate("window.__sourceSnapshots")
     assert early in snapshots, "the retrieved sources were never listed while streaming"

@@ -52,9 +52,50 @@ def _values(cell: str) -> list[str]:
     return [value.strip() for value in cell.split("|") if value.strip()]
 
 
-def _sentence(label: str, cell: str) -> str:
-    values = _values(cell)
-    return f"{label}: {', '.join(values)}." if values else ""
+def _joined(cell: str) -> str:
+    return ", ".join(_values(cell))
+
+
+def _describe(title: str, gene: str, row: dict[str, str]) -> str:
+    """The variant as a few whole sentences, each fact next to what it is about, so an answer
+    can quote one sentence and still say something complete ("Field: value" pairs cannot)."""
+    protein = row["referenceEntity_name"]
+    lead = f"{title} is a variant of {gene or protein}"
+    if protein not in ("", gene):
+        lead += f" ({protein})"
+    residue, kind = (
+        _joined(row["hasModifiedResidue_displayName"]),
+        _joined(row["modifiedResidue_class"]),
+    )
+    if residue:
+        lead += f" in which {residue}"
+    if kind:
+        lead += f" (mutation class {kind})"
+    sentences = [lead + "."]
+
+    disease, pathway = _joined(row["disease"]), _joined(row[_PATHWAY_NAME])
+    normal_pathway = _joined(row.get(_NORMAL_PATHWAY_NAME, ""))
+    filed = f"filed under the disease pathway {pathway}" if pathway else ""
+    if disease:
+        sentences.append(
+            f"It is annotated with {disease}" + (f" and {filed}" if filed else "") + "."
+        )
+    elif filed:
+        sentences.append(f"It is {filed}.")
+    if normal_pathway:
+        sentences.append(f"The corresponding normal pathway is {normal_pathway}.")
+
+    reaction = _joined(row.get(_REACTION_NAME, ""))
+    status = _joined(row.get(_REACTION_STATUS, ""))
+    normal_reaction = _joined(row.get(_NORMAL_REACTION_NAME, ""))
+    if reaction:
+        sentence = f"It takes part in the defective reaction {reaction}"
+        if status:
+            sentence += f", with functional status {status}"
+        if normal_reaction:
+            sentence += f"; the normal reaction is {normal_reaction}"
+        sentences.append(sentence + ".")
+    return " ".join(sentences)
 
 
 def load_variants(path: Path) -> LoadResult:
@@ -111,7 +152,6 @@ def load_variants(path: Path) -> LoadResult:
                 "display_name": pathway_names[0] if pathway_names else pathway_ids[0],
             }
 
-        residue = row["hasModifiedResidue_displayName"]
         if own_id:
             if own_id in keys_seen:
                 result.skip(origin, f"{own_id} appears again (first at {keys_seen[own_id]})")
@@ -124,23 +164,6 @@ def load_variants(path: Path) -> LoadResult:
             key = f"variant-{content}-{copies[content]}"
 
         title = name or gene
-        parts = [
-            f"{title}: a variant of {gene or row['referenceEntity_name']}"
-            + (
-                f" ({row['referenceEntity_name']})"
-                if row["referenceEntity_name"] not in ("", gene)
-                else ""
-            )
-            + ".",
-            _sentence("Residue change", residue),
-            _sentence("Mutation class", row["modifiedResidue_class"]),
-            _sentence("Disease", row["disease"]),
-            _sentence("Defective reaction", row.get(_REACTION_NAME, "")),
-            _sentence("Functional status", row.get(_REACTION_STATUS, "")),
-            _sentence("Normal reaction", row.get(_NORMAL_REACTION_NAME, "")),
-            _sentence("Disease pathway", row[_PATHWAY_NAME]),
-            _sentence("Normal pathway", row.get(_NORMAL_PATHWAY_NAME, "")),
-        ]
         metadata: dict[str, str | int | float | bool] = {
             "gene": gene,
             "variant": name,
@@ -154,7 +177,7 @@ def load_variants(path: Path) -> LoadResult:
             SourceDocument(
                 key=key,
                 title=title,
-                text=" ".join(part for part in parts if part),
+                text=_describe(title, gene, row),
                 origin=origin,
                 citation=citation,
                 metadata={k: v for k, v in metadata.items() if v != ""},

@@ -1,0 +1,126 @@
+"""What the benchmark and evaluation scripts share: the corpus home, the questions, output."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import platform
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from langchain_core.embeddings import Embeddings
+
+from pipelines import store
+from pipelines.ingest import CollectionSources, ingest, locate_sources
+from pipelines.loaders import LoadResult, SourceDocument
+from pipelines.loaders._common import sha256_of
+from pipelines.settings import Settings, load_settings
+
+HERE = Path(__file__).resolve().parent
+DEFAULT_DATA = HERE.parents[2] / "shared" / "data"
+QUESTIONS = HERE / "eval_questions.yaml"
+RESULTS = HERE / "results"
+
+
+@dataclass(frozen=True)
+class Reactions(CollectionSources):
+    """Reaction summaries (stId, pathway_stId, summation): not a release file, scale only."""
+
+    def load(self) -> LoadResult:
+        path = self.paths["reactions"]
+        result = LoadResult(files={path.name: sha256_of(path)})
+        with path.open(encoding="utf-8", newline="") as stream:
+            for number, row in enumerate(csv.DictReader(stream, delimiter="\t"), start=2):
+                result.documents.append(
+                    SourceDocument(
+                        key=row["stId"],
+                        title=f"Reaction {row['stId']} in {row['pathway_stId']}",
+                        text=row["summation"],
+                        origin=f"{path.name}:{number}",
+                        citation={"st_id": row["stId"], "display_name": row["stId"]},
+                    )
+                )
+        return result
+
+
+def corpus_sources(data: Path, *, with_reactions: bool) -> dict[str, CollectionSources]:
+    if not (data / "reactome").is_dir():
+        raise SystemExit(f"no release files at {data}; pass --data DIR (../shared/data)")
+    if with_reactions and not (data / "extra" / "reaction_summations.tsv").is_file():
+        raise SystemExit(f"no extra/reaction_summations.tsv under {data}; pass --data DIR")
+    sources = locate_sources(data, store.COLLECTION_NAMES, required=True)
+    if with_reactions:
+        sources["reactions"] = Reactions(
+            "reactions", {"reactions": data / "extra" / "reaction_summations.tsv"}
+        )
+    return sources
+
+
+def cache_home(name: str) -> Path:
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return base / "reactome-answers" / name
+
+
+def prepared_home(
+    data: Path, home: Path, embeddings: Embeddings, *, with_reactions: bool = False
+) -> Settings:
+    """A home with the corpus ingested. Ingestion is incremental: the first run embeds
+    everything (minutes), later runs find nothing changed and return in seconds."""
+    settings = load_settings(home=home, event_logs=False)
+    started = time.perf_counter()
+    summaries = ingest(
+        settings,
+        corpus_sources(data, with_reactions=with_reactions),
+        embeddings=embeddings,
+        release="bench",
+        progress=sys.stderr.isatty(),
+    )
+    for summary in summaries:
+        if summary.failure:
+            raise SystemExit(f"ingesting {summary.name} failed: {summary.failure}")
+    changed = sum(s.added + s.updated + s.deleted for s in summaries)
+    print(
+        f"corpus at {home}: {sum(s.chunks for s in summaries)} chunks, {changed} changed, "
+        f"{time.perf_counter() - started:.0f} s",
+        file=sys.stderr,
+    )
+    return settings
+
+
+def load_questions(path: Path = QUESTIONS) -> list[dict[str, Any]]:
+    questions: list[dict[str, Any]] = yaml.safe_load(path.read_text(encoding="utf-8"))
+    return questions
+
+
+def machine() -> dict[str, Any]:
+    return {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+    }
+
+
+def write_results(name: str, results: dict[str, Any]) -> Path:
+    RESULTS.mkdir(exist_ok=True)
+    path = RESULTS / f"{name}.json"
+    path.write_text(json.dumps({"machine": machine(), **results}, indent=2) + "\n")
+    return path
+
+
+def table(headers: list[str], rows: list[list[Any]]) -> str:
+    """A plain-text table; floats with 3 decimals."""
+
+    def cell(value: Any) -> str:
+        return f"{value:.3f}" if isinstance(value, float) else str(value)
+
+    cells = [[cell(value) for value in row] for row in rows]
+    widths = [max(len(h), *(len(r[i]) for r in cells)) for i, h in enumerate(headers)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True))]
+    lines.append("  ".join("-" * w for w in widths))
+    lines += ["  ".join(c.rjust(w) for c, w in zip(row, widths, strict=True)) for row in cells]
+    return "\n".join(lines)

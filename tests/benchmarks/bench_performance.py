@@ -1,0 +1,320 @@
+"""Speed, side by side with the classic LangChain stack, on ../shared/data.
+
+    .venv/bin/python -m tests.benchmarks.bench_performance [--quick] [--data DIR] [--home DIR]
+
+Sections (each a ratio or a difference measured in this one process, never a fixed number):
+
+- retrieval: p50/p95 latency of our retriever and of the classic stack (_stacks.py) over
+  3 collections and with the reaction summaries as a 4th, same embeddings, same expander;
+- overhead: time to first token with a zero-latency answer model, minus retrieval alone;
+- handler: cost per token event over a long stream, against the same stream without it;
+- finalizer: strip + finalize on a 10,000-character answer with 50 markers;
+- serving: concurrent SSE streams against `serve` on 127.0.0.1 (bench_serving.py).
+
+``--quick`` runs on the bundled sample corpus with fewer questions and tokens and a small
+serving run, in under 2 minutes on a fresh machine; CI runs it to report, not to assert.
+Writes results/NAME.json and results/NAME.png.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import sys
+import time
+import timeit
+import uuid
+from collections.abc import AsyncIterator, Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from langchain_core.callbacks import AsyncCallbackHandler, AsyncCallbackManagerForLLMRun
+from langchain_core.documents import Document
+from langchain_core.language_models import BaseChatModel, FakeListChatModel
+from langchain_core.messages import AIMessageChunk, BaseMessage
+from langchain_core.outputs import ChatGenerationChunk, ChatResult
+from langchain_core.retrievers import BaseRetriever
+
+from callbacks.events import TokenEvent
+from callbacks.handler import ANSWER_TAG, RETRIEVAL_TAG, AnswerEventHandler
+from pipelines.citations import finalize_citations, strip_out_of_range_markers
+from pipelines.embeddings import MiniLMEmbeddings
+from pipelines.ingest import sample_dir
+from pipelines.pipeline import AnswerPipeline
+from pipelines.settings import Settings
+from pipelines.store import COLLECTION_NAMES, open_client
+from tests.benchmarks import _stacks
+from tests.benchmarks._common import (
+    DEFAULT_DATA,
+    cache_home,
+    load_questions,
+    prepared_home,
+    table,
+    write_results,
+)
+
+
+def percentile(values: Sequence[float], share: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(share * (len(ordered) - 1)))]
+
+
+# --- retrieval ---------------------------------------------------------------------------------
+
+
+def bench_retrieval(
+    settings: Settings, embeddings: Any, questions: list[str], collections: Sequence[str]
+) -> dict[str, Any]:
+    client = open_client(settings)
+    print(f"  building both stacks over {', '.join(collections)}...", file=sys.stderr)
+    stacks: dict[str, BaseRetriever] = {
+        "ours": _stacks.ours(settings, client, embeddings, collections),
+        "classic": _stacks.classic(client, embeddings, collections),
+    }
+    for retriever in stacks.values():  # warm caches, indexes and the ONNX session
+        for question in questions[:3]:
+            retriever.invoke(question, collections=list(collections))
+    samples: dict[str, list[float]] = {name: [] for name in stacks}
+    # Interleaved, so load on the machine falls on both alike.
+    for question in questions:
+        for name, retriever in stacks.items():
+            kwargs: dict[str, Any] = {"collections": list(collections)} if name == "ours" else {}
+            started = time.perf_counter()
+            retriever.invoke(question, **kwargs)
+            samples[name].append((time.perf_counter() - started) * 1000)
+    result: dict[str, Any] = {"collections": list(collections), "questions": len(questions)}
+    for name, values in samples.items():
+        result[name] = {"p50_ms": percentile(values, 0.5), "p95_ms": percentile(values, 0.95)}
+    result["ratio_p50"] = result["ours"]["p50_ms"] / result["classic"]["p50_ms"]
+    return result
+
+
+# --- pipeline overhead -------------------------------------------------------------------------
+
+
+def bench_overhead(settings: Settings, embeddings: Any, questions: list[str]) -> dict[str, Any]:
+    pipeline = AnswerPipeline(
+        settings,
+        embeddings=embeddings,
+        answer_model=FakeListChatModel(responses=["ABCA1 [1]."]),
+        expander_model=_stacks.FixedExpander(collections=list(COLLECTION_NAMES)),
+    )
+    for question in questions[:3]:
+        list(pipeline.stream(question))
+    first_token: list[float] = []
+    retrieval: list[float] = []
+    for question in questions:
+        started = time.perf_counter()
+        pipeline.retriever.invoke(question)
+        retrieval.append((time.perf_counter() - started) * 1000)
+        started = time.perf_counter()
+        for event in pipeline.stream(question):
+            if isinstance(event, TokenEvent):
+                first_token.append((time.perf_counter() - started) * 1000)
+                break
+    p50_first, p50_retrieval = statistics.median(first_token), statistics.median(retrieval)
+    return {
+        "first_token_p50_ms": p50_first,
+        "retrieval_p50_ms": p50_retrieval,
+        "overhead_ms": p50_first - p50_retrieval,
+        "overhead_share": (p50_first - p50_retrieval) / p50_retrieval,
+    }
+
+
+# --- handler cost per token ----------------------------------------------------------------------
+
+
+class _Tokens(BaseChatModel):
+    """Streams ``n`` one-character chunks as fast as it can."""
+
+    n: int
+
+    @property
+    def _llm_type(self) -> str:
+        return "tokens"
+
+    def _generate(self, *args: Any, **kwargs: Any) -> ChatResult:
+        raise NotImplementedError
+
+    async def _astream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> AsyncIterator[ChatGenerationChunk]:
+        for _ in range(self.n):
+            # LangChain's astream reports each chunk to the callbacks itself.
+            yield ChatGenerationChunk(message=AIMessageChunk(content="a"))
+
+
+class _NothingAsync(AsyncCallbackHandler):
+    async def on_llm_new_token(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+def _handler_after_retrieval() -> tuple[AnswerEventHandler, list[Any]]:
+    events: list[Any] = []
+    handler = AnswerEventHandler(request_id="bench", emit=events.append)
+    handler.start("q", ["reactome"], {})
+    run_id = uuid.uuid4()
+    handler.on_retriever_start({}, "q", run_id=run_id, tags=[RETRIEVAL_TAG], name="retrieval")
+    document = Document(
+        page_content="x",
+        metadata={"st_id": "R-HSA-5682113", "display_name": "ABCA1", "collection": "reactome",
+                  "citable": True},
+    )  # fmt: skip
+    handler.on_retriever_end([document], run_id=run_id)
+    return handler, events
+
+
+def bench_handler(tokens: int, rounds: int = 3) -> dict[str, Any]:
+    model = _Tokens(n=tokens)
+
+    async def stream(callbacks: list[Any]) -> float:
+        started = time.perf_counter()
+        config: Any = {"callbacks": callbacks, "tags": [ANSWER_TAG]}
+        async for _ in model.astream("q", config=config):
+            pass
+        return time.perf_counter() - started
+
+    def best(make: Callable[[], list[Any]]) -> float:
+        return min(asyncio.run(stream(make())) for _ in range(rounds))
+
+    baseline = best(list)
+    nothing = best(lambda: [_NothingAsync()])
+    handler, events = _handler_after_retrieval()
+    ours = best(lambda: [_handler_after_retrieval()[0]])
+    del handler, events
+    per_token = 1e6 / tokens
+    return {
+        "tokens": tokens,
+        "stream_alone_us_per_token": baseline * per_token,
+        "noop_async_handler_us": (nothing - baseline) * per_token,
+        "our_handler_us": (ours - baseline) * per_token,
+    }
+
+
+# --- finalizer ---------------------------------------------------------------------------------
+
+
+def bench_finalizer() -> dict[str, Any]:
+    sentence = "ABCA1 moves cholesterol and phospholipid out of the cell onto apoA-I. "
+    parts = []
+    for index in range(50):
+        marker = f" [{index % 23 + 1}, {(index * 7) % 23 + 1}] "
+        parts.append((sentence * 3)[: 10_000 // 50 - len(marker)] + marker)
+    text = "".join(parts)
+    sources = [f"source {n}" for n in range(20)]
+    # A different text each call, as in real use (the finalizer caches per text).
+    runs = 300
+    texts = [f"{number:05d}{text[5:]}" for number in range(runs)]
+
+    def finalize_all() -> None:
+        for answer in texts:
+            finalize_citations(strip_out_of_range_markers(answer, len(sources)), sources)
+
+    finalize_all()  # warm the per-group parse cache, as a running server's is
+    seconds = timeit.timeit(finalize_all, number=1) / runs
+    return {"chars": len(text), "markers": text.count("["), "ms": seconds * 1000}
+
+
+# --- report ------------------------------------------------------------------------------------
+
+
+def plot(results: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    runs = results["retrieval"]
+    figure, axes = plt.subplots(figsize=(7, 4))
+    labels = [f"{len(run['collections'])} collections" for run in runs]
+    for offset, name in enumerate(["ours", "classic"]):
+        values = [run[name]["p50_ms"] for run in runs]
+        axes.bar([i + (offset - 0.5) * 0.35 for i in range(len(runs))], values, 0.35, label=name)
+    axes.set_xticks(range(len(runs)), labels)
+    axes.set_ylabel("p50 latency, ms")
+    axes.set_title("Retrieval: ours vs MultiQuery(Merger(Ensemble(BM25, Chroma)))")
+    axes.legend()
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="../shared/data")
+    parser.add_argument("--home", type=Path, help="where the corpus is ingested")
+    parser.add_argument("--quick", action="store_true", help="a reduced run (under 2 minutes)")
+    parser.add_argument("--name", help="results/NAME.json (default: bench or bench-quick)")
+    args = parser.parse_args(argv)
+    quick = args.quick
+    name = args.name or ("bench-quick" if quick else "bench")
+    home = args.home or cache_home("bench-home-quick" if quick else "bench-home")
+
+    embeddings = MiniLMEmbeddings()
+    # The quick run measures the bundled sample (seconds to ingest on a fresh machine); the
+    # full run all of ../shared/data plus the reaction summaries.
+    data = sample_dir() if quick else args.data
+    settings = prepared_home(data, home, embeddings, with_reactions=not quick)
+    questions = [q["question"] for q in load_questions()][: 15 if quick else None]
+
+    results: dict[str, Any] = {"quick": quick, "retrieval": []}
+    print("retrieval...", file=sys.stderr)
+    results["retrieval"].append(bench_retrieval(settings, embeddings, questions, COLLECTION_NAMES))
+    if not quick:
+        four = [*COLLECTION_NAMES, "reactions"]
+        results["retrieval"].append(bench_retrieval(settings, embeddings, questions, four))
+    print("overhead...", file=sys.stderr)
+    results["overhead"] = bench_overhead(settings, embeddings, questions)
+    print("handler...", file=sys.stderr)
+    results["handler"] = bench_handler(20_000 if quick else 100_000)
+    results["finalizer"] = bench_finalizer()
+    print("serving...", file=sys.stderr)
+    from tests.benchmarks.bench_serving import bench_serving
+
+    results["serving"] = [
+        bench_serving(streams, tokens=100 if quick else 300, gap_ms=2.0)
+        for streams in ((50,) if quick else (50, 200))
+    ]
+
+    print(f"\nRetrieval latency ({len(questions)} questions, 4 alternative queries each)")
+    rows = []
+    for run in results["retrieval"]:
+        rows.append([
+            len(run["collections"]), run["ours"]["p50_ms"], run["ours"]["p95_ms"],
+            run["classic"]["p50_ms"], run["classic"]["p95_ms"], run["ratio_p50"],
+        ])  # fmt: skip
+    headers = ["collections", "ours p50", "ours p95", "classic p50", "classic p95", "ratio p50"]
+    print(table(headers, rows))
+    overhead = results["overhead"]
+    print(
+        f"\nPipeline overhead: first token p50 {overhead['first_token_p50_ms']:.1f} ms, "
+        f"retrieval alone p50 {overhead['retrieval_p50_ms']:.1f} ms: "
+        f"{overhead['overhead_ms']:.1f} ms ({overhead['overhead_share']:.1%} of retrieval)"
+    )
+    handler = results["handler"]
+    print(
+        f"Handler over {handler['tokens']:,} tokens: {handler['our_handler_us']:.1f} µs per "
+        f"token above the stream alone ({handler['stream_alone_us_per_token']:.1f} µs); a "
+        f"no-op AsyncCallbackHandler adds {handler['noop_async_handler_us']:.1f} µs"
+    )
+    finalizer = results["finalizer"]
+    print(
+        f"Finalizer: {finalizer['ms']:.3f} ms on {finalizer['chars']:,} characters with "
+        f"{finalizer['markers']} markers"
+    )
+    print("\nServing (SSE on 127.0.0.1, fake model)")
+    keys = ["streams", "completed", "errors", "mixed", "gap_p50_ms", "gap_p99_ms", "seconds"]
+    print(table(keys, [[run[k] for k in keys] for run in results["serving"]]))
+
+    path = write_results(name, results)
+    plot(results, path.with_suffix(".png"))
+    print(f"\nwrote {path} and {path.with_suffix('.png')}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,180 @@
+"""Concurrent SSE streams against the real app under uvicorn on 127.0.0.1.
+
+    .venv/bin/python -m tests.benchmarks.bench_serving [--streams 50 200] [--tokens 300]
+
+The server runs in its own process with a fake answer model (``--tokens`` tokens, one every
+``--gap-ms``) and an instant retriever whose source names its question, so each stream can be
+checked against its own request: every event carries that stream's request_id, seq runs
+1..n without gaps, and ``done`` holds that question's source and marker. Reports completed
+streams, errors, streams mixed with another, and the p50/p99 gap between tokens as the client
+sees them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import json
+import multiprocessing
+import socket
+import tempfile
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+from httpx_sse import aconnect_sse
+
+_QUESTION = "question number {i}"
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _serve(port: int, tokens: int, gap_ms: float, home: str) -> None:
+    import uvicorn
+    from langchain_core.callbacks import AsyncCallbackManagerForLLMRun
+    from langchain_core.documents import Document
+    from langchain_core.language_models import BaseChatModel
+    from langchain_core.messages import AIMessageChunk, BaseMessage
+    from langchain_core.outputs import ChatGenerationChunk, ChatResult
+    from langchain_core.runnables import RunnableLambda
+
+    from app.server import create_app
+    from pipelines.pipeline import AnswerPipeline
+    from pipelines.settings import load_settings
+
+    class Paced(BaseChatModel):
+        """Names the question it answers, cites [1], one token every gap_ms."""
+
+        @property
+        def _llm_type(self) -> str:
+            return "paced"
+
+        def _generate(self, *args: Any, **kwargs: Any) -> ChatResult:
+            raise NotImplementedError
+
+        async def _astream(
+            self,
+            messages: list[BaseMessage],
+            stop: list[str] | None = None,
+            run_manager: AsyncCallbackManagerForLLMRun | None = None,
+            **kwargs: Any,
+        ) -> AsyncIterator[ChatGenerationChunk]:
+            marker = str(messages[-1].content).rsplit("question number ", 1)[-1].split()[0]
+            words = [f"Q{marker}", "[1]", *(["w"] * (tokens - 2))]
+            for word in words[:tokens]:
+                await asyncio.sleep(gap_ms / 1000)
+                # LangChain's astream reports each chunk to the callbacks itself.
+                yield ChatGenerationChunk(message=AIMessageChunk(content=word + " "))
+
+    def retrieve(question: str) -> list[Document]:
+        number = question.rsplit(" ", 1)[-1]
+        metadata = {"st_id": f"R-HSA-{1000 + int(number)}", "display_name": question,
+                    "collection": "reactome", "citable": True}  # fmt: skip
+        return [Document(page_content=f"Facts for {question}.", metadata=metadata)]
+
+    settings = load_settings(home=home, event_logs=False, request_timeout_s=600)
+    pipeline = AnswerPipeline(
+        settings,
+        answer_model=Paced(),
+        expander_model=Paced(),
+        retriever=RunnableLambda(retrieve),
+    )
+    uvicorn.run(create_app(settings, pipeline=pipeline), host="127.0.0.1", port=port,
+                log_level="warning", backlog=4096)  # fmt: skip
+
+
+async def _one(client: httpx.AsyncClient, base: str, i: int) -> dict[str, Any]:
+    question = _QUESTION.format(i=i)
+    arrivals: list[float] = []
+    events: list[dict[str, Any]] = []
+    async with aconnect_sse(
+        client, "POST", f"{base}/v1/answer/stream", json={"question": question}
+    ) as source:
+        async for frame in source.aiter_sse():
+            event = json.loads(frame.data)
+            events.append(event)
+            if event["type"] == "token":
+                arrivals.append(time.perf_counter())
+    done = events[-1] if events else {}
+    own = (
+        len({e["request_id"] for e in events}) == 1
+        and [e["seq"] for e in events] == list(range(1, len(events) + 1))
+        and done.get("type") == "done"
+        and f"Q{i}" in done["data"]["text"]
+        and [r["display_name"] for r in done["data"]["references"]] == [question]
+    )
+    gaps = [(b - a) * 1000 for a, b in itertools.pairwise(arrivals)]
+    return {"completed": done.get("data", {}).get("state") == "answered", "own": own, "gaps": gaps}
+
+
+async def _drive(base: str, streams: int) -> list[dict[str, Any] | BaseException]:
+    limits = httpx.Limits(max_connections=streams, max_keepalive_connections=streams)
+    async with httpx.AsyncClient(timeout=600, limits=limits) as client:
+        return await asyncio.gather(
+            *(_one(client, base, i) for i in range(streams)), return_exceptions=True
+        )
+
+
+def bench_serving(streams: int, *, tokens: int = 300, gap_ms: float = 2.0) -> dict[str, Any]:
+    port = _free_port()
+    with tempfile.TemporaryDirectory() as home:
+        process = multiprocessing.get_context("spawn").Process(
+            target=_serve, args=(port, tokens, gap_ms, home), daemon=True
+        )
+        process.start()
+        base = f"http://127.0.0.1:{port}"
+        try:
+            deadline = time.monotonic() + 60
+            while True:
+                try:
+                    httpx.get(f"{base}/docs", timeout=2)
+                    break
+                except httpx.TransportError:
+                    if time.monotonic() > deadline or not process.is_alive():
+                        raise RuntimeError("the benchmark server did not start") from None
+                    time.sleep(0.2)
+            started = time.perf_counter()
+            outcomes = asyncio.run(_drive(base, streams))
+            seconds = time.perf_counter() - started
+        finally:
+            process.terminate()
+            process.join(timeout=10)
+    finished = [o for o in outcomes if isinstance(o, dict)]
+    gaps = sorted(gap for o in finished for gap in o["gaps"])
+
+    def at(share: float) -> float:
+        return gaps[min(len(gaps) - 1, round(share * (len(gaps) - 1)))] if gaps else 0.0
+
+    return {
+        "streams": streams,
+        "tokens": tokens,
+        "gap_ms_model": gap_ms,
+        "completed": sum(o["completed"] for o in finished),
+        "errors": len(outcomes) - len(finished),
+        "mixed": sum(not o["own"] for o in finished),
+        "gap_p50_ms": round(at(0.5), 2),
+        "gap_p99_ms": round(at(0.99), 2),
+        "seconds": round(seconds, 2),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--streams", type=int, nargs="+", default=[50, 200])
+    parser.add_argument("--tokens", type=int, default=300)
+    parser.add_argument("--gap-ms", type=float, default=2.0)
+    args = parser.parse_args(argv)
+    for streams in args.streams:
+        print(json.dumps(bench_serving(streams, tokens=args.tokens, gap_ms=args.gap_ms)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
