@@ -55,9 +55,11 @@ demo: $(BIN)/.installed
 	$(BIN)/reactome-answers ask "What causes Tangier disease, and what does ABCA1 do?"
 
 # Speed against the classic LangChain stack on ../shared/data plus the reaction summaries
-# (the first run ingests them: about 15 minutes); tables, results/bench.json and .png.
+# (the first run ingests them: about 15 minutes); tables, results/bench.json and .png; then
+# ingestion throughput and peak memory from scratch (another 15 minutes).
 bench: $(BIN)/.installed
 	$(BIN)/python -m tests.benchmarks.bench_performance
+	$(BIN)/python tests/benchmarks/ingest_throughput.py --with-reactions
 
 # The same on the bundled sample with fewer questions, in under 2 minutes; CI runs it to
 # report, not to assert.

@@ -278,10 +278,29 @@ def _format_items(items: Sequence[tuple[int, int]]) -> str:
     return ", ".join(str(low) if low == high else f"{low}-{high}" for low, high in items)
 
 
-def _strip_once(text: str, n_sources: int) -> str:
+_JOINABLE = frozenset("0123456789 ,;" + _DASHES)
+
+
+def _could_join(text: str, start: int, end: int) -> bool:
+    """Whether removing ``text[start:end]`` could let the text around it read as a new group:
+    only if a ``[`` and a ``]`` face each other across it over group characters alone."""
+    before = start - 1
+    while before >= 0 and text[before] in _JOINABLE:
+        before -= 1
+    if before < 0 or text[before] != "[":
+        return False
+    after = end
+    while after < len(text) and text[after] in _JOINABLE:
+        after += 1
+    return after < len(text) and text[after] == "]"
+
+
+def _strip_once(text: str, n_sources: int) -> tuple[str, bool]:
+    """The text with one round of out-of-range markers removed, and whether another round
+    could find more (a removal joined its neighbours, or code spans may have moved)."""
     clusters = _clusters(text)
     replacements = []
-    changed = False
+    changed = again = False
     for cluster in clusters:
         kept = []
         for group in cluster.groups:
@@ -298,9 +317,15 @@ def _strip_once(text: str, n_sources: int) -> str:
             elif clipped:
                 kept.append(f"[{_format_items(clipped)}]")
         replacement = "".join(kept)
-        changed = changed or replacement != text[cluster.start : cluster.end]
+        if replacement != text[cluster.start : cluster.end]:
+            changed = True
+            again = again or _could_join(text, cluster.start, cluster.end)
         replacements.append(replacement)
-    return _rewrite(text, clusters, replacements) if changed else text
+    if not changed:
+        return text, False
+    # Removing whole lines can change which backticks or fences pair up.
+    again = again or "`" in text or "~~~" in text
+    return _rewrite(text, clusters, replacements), again
 
 
 def strip_out_of_range_markers(text: str, n_sources: int) -> str:
@@ -311,13 +336,13 @@ def strip_out_of_range_markers(text: str, n_sources: int) -> str:
     marker takes its neighbouring space with it, so no doubled space or space before
     punctuation is left behind, and a marker alone on a line takes the line with it.
     """
-    # Removing a marker can join its neighbours into a new one (``[[9]1]``); repeat until
-    # nothing changes so that stripping twice is the same as stripping once. Each round
-    # costs one scan, so deeply nested brackets cost one scan per level.
+    # Removing a marker can join its neighbours into a new one (``[[9]1]``); repeat while
+    # that may have happened, so that stripping twice is the same as stripping once. Each
+    # round costs one scan, so deeply nested brackets cost one scan per level.
     while True:
-        stripped = _strip_once(text, n_sources)
-        if stripped == text:
-            return text
+        stripped, again = _strip_once(text, n_sources)
+        if stripped == text or not again:
+            return stripped
         text = stripped
 
 

@@ -220,6 +220,47 @@ def bench_finalizer() -> dict[str, Any]:
     return {"chars": len(text), "markers": text.count("["), "ms": seconds * 1000}
 
 
+# --- idle memory of serve -------------------------------------------------------------------
+
+
+def serve_memory(home: Path) -> dict[str, Any]:
+    """Resident memory of `reactome-answers serve` over this home: after start-up, and after
+    one answered question (models loaded, indexes read)."""
+    import subprocess
+
+    import httpx
+
+    from tests.benchmarks.bench_serving import _free_port
+
+    port = _free_port()
+    command = [str(Path(sys.executable).parent / "reactome-answers"), "--home", str(home),
+               "--no-log", "serve", "--port", str(port)]  # fmt: skip
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def rss_mb() -> float:
+        status = Path(f"/proc/{process.pid}/status").read_text().splitlines()
+        line = next(line for line in status if line.startswith("VmRSS:"))
+        return int(line.split()[1]) / 1024
+
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2)
+                break
+            except httpx.TransportError:
+                if time.monotonic() > deadline or process.poll() is not None:
+                    raise RuntimeError("serve did not start") from None
+                time.sleep(0.3)
+        started = rss_mb()
+        body = {"question": "What causes Tangier disease?"}
+        httpx.post(f"http://127.0.0.1:{port}/v1/answer", json=body, timeout=120)
+        return {"started_mb": round(started, 1), "after_one_answer_mb": round(rss_mb(), 1)}
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
 # --- report ------------------------------------------------------------------------------------
 
 
@@ -272,6 +313,8 @@ def main(argv: list[str] | None = None) -> int:
     print("handler...", file=sys.stderr)
     results["handler"] = bench_handler(20_000 if quick else 100_000)
     results["finalizer"] = bench_finalizer()
+    if not quick:
+        results["serve_memory"] = serve_memory(home)
     print("serving...", file=sys.stderr)
     from tests.benchmarks.bench_serving import bench_serving
 
@@ -306,6 +349,12 @@ def main(argv: list[str] | None = None) -> int:
         f"Finalizer: {finalizer['ms']:.3f} ms on {finalizer['chars']:,} characters with "
         f"{finalizer['markers']} markers"
     )
+    if "serve_memory" in results:
+        memory = results["serve_memory"]
+        print(
+            f"serve over this corpus: {memory['started_mb']:.0f} MB resident after start-up, "
+            f"{memory['after_one_answer_mb']:.0f} MB after one answer"
+        )
     print("\nServing (SSE on 127.0.0.1, fake model)")
     keys = ["streams", "completed", "errors", "mixed", "gap_p50_ms", "gap_p99_ms", "seconds"]
     print(table(keys, [[run[k] for k in keys] for run in results["serving"]]))
