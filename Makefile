@@ -59,7 +59,7 @@ demo: $(BIN)/.installed
 # ingestion throughput and peak memory from scratch (another 15 minutes).
 bench: $(BIN)/.installed
 	$(BIN)/python -m tests.benchmarks.bench_performance
-	$(BIN)/python tests/benchmarks/ingest_throughput.py --with-reactions
+	$(BIN)/python -m tests.benchmarks.ingest_throughput --with-reactions
 
 # The same on the bundled sample with fewer questions, in under 2 minutes; CI runs it to
 # report, not to assert.
@@ -74,7 +74,7 @@ eval: $(BIN)/.installed
 
 # Ingestion throughput and peak memory on ../shared/data plus the reaction summaries.
 bench-ingest: $(BIN)/.installed
-	$(BIN)/python tests/benchmarks/ingest_throughput.py --with-reactions
+	$(BIN)/python -m tests.benchmarks.ingest_throughput --with-reactions
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache .hypothesis

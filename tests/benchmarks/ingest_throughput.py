@@ -1,6 +1,6 @@
 """Ingestion throughput and peak memory on the real release files.
 
-    .venv/bin/python tests/benchmarks/ingest_throughput.py [--data ../shared/data]
+    .venv/bin/python -m tests.benchmarks.ingest_throughput [--data ../shared/data]
         [--with-reactions] [--baseline-chunks 300]
 
 Baseline, measured first in the same process: the embedding model alone on a sample of the
@@ -13,43 +13,16 @@ for both, their ratio, and peak resident memory against the memory after loading
 from __future__ import annotations
 
 import argparse
-import csv
 import resource
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
-from pipelines import store
 from pipelines.embeddings import MiniLMEmbeddings
-from pipelines.ingest import CollectionSources, chunk_documents, ingest, locate_sources
-from pipelines.loaders import LoadResult, SourceDocument
-from pipelines.loaders._common import sha256_of
+from pipelines.ingest import chunk_documents, ingest
 from pipelines.settings import load_settings
-
-DEFAULT_DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
-
-
-@dataclass(frozen=True)
-class _Reactions(CollectionSources):
-    """Reaction summaries (stId, pathway_stId, summation): not a release file, scale only."""
-
-    def load(self) -> LoadResult:
-        path = self.paths["reactions"]
-        result = LoadResult(files={path.name: sha256_of(path)})
-        with path.open(encoding="utf-8", newline="") as stream:
-            for number, row in enumerate(csv.DictReader(stream, delimiter="\t"), start=2):
-                result.documents.append(
-                    SourceDocument(
-                        key=row["stId"],
-                        title=f"Reaction {row['stId']} in {row['pathway_stId']}",
-                        text=row["summation"],
-                        origin=f"{path.name}:{number}",
-                        citation={"st_id": row["stId"], "display_name": row["stId"]},
-                    )
-                )
-        return result
+from tests.benchmarks._common import DEFAULT_DATA, corpus_sources
 
 
 def peak_rss_mb() -> float:
@@ -66,10 +39,7 @@ def main() -> int:
         print(f"no release files at {args.data}; pass --data", file=sys.stderr)
         return 2
 
-    sources = locate_sources(args.data, store.COLLECTION_NAMES, required=True)
-    if args.with_reactions:
-        reactions = args.data / "extra" / "reaction_summations.tsv"
-        sources["reactions"] = _Reactions("reactions", {"reactions": reactions})
+    sources = corpus_sources(args.data, with_reactions=args.with_reactions)
 
     embeddings = MiniLMEmbeddings()
     model_rss = peak_rss_mb()
