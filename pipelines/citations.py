@@ -20,8 +20,7 @@ import bisect
 import functools
 import re
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 __all__ = ["cited_numbers", "finalize_citations", "strip_out_of_range_markers"]
 
@@ -50,8 +49,7 @@ _CLOSERS = frozenset(" \t\r\n.,;:!?)]")
 _CLOSING_MARKS = frozenset("*_\"'\u2019\u201d\u00bb")
 
 
-@dataclass(frozen=True)
-class _Group:
+class _Group(NamedTuple):
     start: int
     end: int
     items: tuple[tuple[int, int], ...]  # inclusive (low, high); a single number has low == high
@@ -59,8 +57,7 @@ class _Group:
     highest: int
 
 
-@dataclass(frozen=True)
-class _Cluster:
+class _Cluster(NamedTuple):
     start: int
     end: int
     groups: tuple[_Group, ...]
@@ -83,6 +80,15 @@ def _parse_items(body: str) -> tuple[tuple[int, int], ...] | None:
             return None
         items.append((low, high))
     return tuple(items)
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_group(body: str) -> tuple[tuple[tuple[int, int], ...], int, int] | None:
+    """A group's items with its lowest and highest number, or None (see _parse_items)."""
+    items = _parse_items(body)
+    if items is None:
+        return None
+    return items, min(low for low, _ in items), max(high for _, high in items)
 
 
 def _code_spans(text: str) -> list[tuple[int, int]]:
@@ -185,6 +191,8 @@ def _clusters(text: str) -> tuple[_Cluster, ...]:
     code_starts = [start for start, _ in code]
 
     def in_code(position: int) -> bool:
+        if not code:
+            return False
         index = bisect.bisect_right(code_starts, position) - 1
         return index >= 0 and position < code[index][1]
 
@@ -196,10 +204,9 @@ def _clusters(text: str) -> tuple[_Cluster, ...]:
         )
         if link or _is_reference_definition(text, start, end) or in_code(start):
             continue
-        items = _parse_items(match.group(1))
-        if items is not None:
-            lows, highs = zip(*items, strict=True)
-            groups.append(_Group(start, end, items, min(lows), max(highs)))
+        parsed = _parse_group(match.group(1))
+        if parsed is not None:
+            groups.append(_Group(start, end, *parsed))
 
     clusters: list[_Cluster] = []
     run: list[_Group] = []
