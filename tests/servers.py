@@ -9,7 +9,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,6 +44,21 @@ def serve(app: Any) -> Iterator[str]:
         thread.join(timeout=30)
 
 
+def wait_until_serving(url: str, alive: Callable[[], bool], timeout_s: float = 90) -> None:
+    """Poll ``url`` until it answers; fail if the server dies or takes too long."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            httpx.get(url, timeout=2)
+            return
+        except httpx.TransportError:
+            if not alive():
+                raise RuntimeError(f"the server for {url} exited before answering") from None
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{url} did not answer within {timeout_s:.0f} s") from None
+            time.sleep(0.2)
+
+
 @dataclass
 class Served:
     base: str
@@ -65,15 +80,7 @@ def serve_command(
         process = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=stderr)
         served = Served(f"http://127.0.0.1:{port}")
         try:
-            deadline = time.monotonic() + 90
-            while True:
-                try:
-                    httpx.get(f"{served.base}/", timeout=2)
-                    break
-                except httpx.TransportError:
-                    assert process.poll() is None, "serve exited early"
-                    assert time.monotonic() < deadline, "serve did not start"
-                    time.sleep(0.3)
+            wait_until_serving(f"{served.base}/", lambda: process.poll() is None)
             yield served
         finally:
             process.terminate()

@@ -4,24 +4,22 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 from httpx_sse import connect_sse
-from langchain_core.callbacks import AsyncCallbackManagerForLLMRun
 from langchain_core.embeddings import Embeddings
-from langchain_core.language_models import BaseChatModel, FakeListChatModel
-from langchain_core.messages import AIMessageChunk, BaseMessage
-from langchain_core.outputs import ChatGenerationChunk, ChatResult
+from langchain_core.language_models import FakeListChatModel
 
 from app.server import create_app
 from callbacks.events import ErrorEvent, Event, parse_event
 from callbacks.log import read_log
 from pipelines.pipeline import AnswerPipeline
 from pipelines.settings import load_settings
+from tests.fakes import ScriptedStream
 from tests.invariants import check_stream
 from tests.servers import serve, serve_command
 
@@ -150,35 +148,11 @@ def test_concurrent_streams_stay_separate(base_url: str) -> None:
     assert len(ids) == len(questions)
 
 
-class _Ticker(BaseChatModel):
-    """Streams one token every 50 ms, counting them, so a test can see generation stop."""
-
-    produced: list[int]
-
-    @property
-    def _llm_type(self) -> str:
-        return "ticker"
-
-    def _generate(self, *args: Any, **kwargs: Any) -> ChatResult:
-        raise NotImplementedError
-
-    async def _astream(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: AsyncCallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> AsyncIterator[ChatGenerationChunk]:
-        for _ in range(400):
-            await asyncio.sleep(0.05)
-            self.produced.append(1)
-            yield ChatGenerationChunk(message=AIMessageChunk(content="tick "))
-
-
 def test_disconnect_cancels_generation_and_timeouts_fail_cleanly(
     sample_home: Path, minilm: Embeddings
 ) -> None:
-    ticker = _Ticker(produced=[])
+    # One token every 50 ms, recorded as produced, so the test can see generation stop.
+    ticker = ScriptedStream(script=lambda _: ["tick "] * 400, delay_s=0.05, produced=[])
     settings = load_settings(home=sample_home, request_timeout_s=3)
     pipeline = AnswerPipeline(settings, embeddings=minilm, answer_model=ticker,
                               expander_model=FakeListChatModel(responses=["{}"]))  # fmt: skip

@@ -25,15 +25,13 @@ import sys
 import time
 import timeit
 import uuid
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from langchain_core.callbacks import AsyncCallbackHandler, AsyncCallbackManagerForLLMRun
+from langchain_core.callbacks import AsyncCallbackHandler
 from langchain_core.documents import Document
-from langchain_core.language_models import BaseChatModel, FakeListChatModel
-from langchain_core.messages import AIMessageChunk, BaseMessage
-from langchain_core.outputs import ChatGenerationChunk, ChatResult
+from langchain_core.language_models import FakeListChatModel
 from langchain_core.retrievers import BaseRetriever
 
 from callbacks.events import TokenEvent
@@ -53,6 +51,7 @@ from tests.benchmarks._common import (
     table,
     write_results,
 )
+from tests.fakes import ScriptedStream
 
 
 def percentile(values: Sequence[float], share: float) -> float:
@@ -125,30 +124,6 @@ def bench_overhead(settings: Settings, embeddings: Any, questions: list[str]) ->
 # --- handler cost per token ----------------------------------------------------------------------
 
 
-class _Tokens(BaseChatModel):
-    """Streams ``n`` one-character chunks as fast as it can."""
-
-    n: int
-
-    @property
-    def _llm_type(self) -> str:
-        return "tokens"
-
-    def _generate(self, *args: Any, **kwargs: Any) -> ChatResult:
-        raise NotImplementedError
-
-    async def _astream(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: AsyncCallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> AsyncIterator[ChatGenerationChunk]:
-        for _ in range(self.n):
-            # LangChain's astream reports each chunk to the callbacks itself.
-            yield ChatGenerationChunk(message=AIMessageChunk(content="a"))
-
-
 class _NothingAsync(AsyncCallbackHandler):
     async def on_llm_new_token(self, *args: Any, **kwargs: Any) -> None:
         return None
@@ -170,7 +145,7 @@ def _handler_after_retrieval() -> tuple[AnswerEventHandler, list[Any]]:
 
 
 def bench_handler(tokens: int, rounds: int = 3) -> dict[str, Any]:
-    model = _Tokens(n=tokens)
+    model = ScriptedStream(script=lambda _: ["a"] * tokens)
 
     async def stream(callbacks: list[Any]) -> float:
         started = time.perf_counter()
@@ -230,9 +205,9 @@ def serve_memory(home: Path) -> dict[str, Any]:
 
     import httpx
 
-    from tests.benchmarks.bench_serving import _free_port
+    from tests.servers import free_port, wait_until_serving
 
-    port = _free_port()
+    port = free_port()
     command = [str(Path(sys.executable).parent / "reactome-answers"), "--home", str(home),
                "--no-log", "serve", "--port", str(port)]  # fmt: skip
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -243,15 +218,7 @@ def serve_memory(home: Path) -> dict[str, Any]:
         return int(line.split()[1]) / 1024
 
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2)
-                break
-            except httpx.TransportError:
-                if time.monotonic() > deadline or process.poll() is not None:
-                    raise RuntimeError("serve did not start") from None
-                time.sleep(0.3)
+        wait_until_serving(f"http://127.0.0.1:{port}/healthz", lambda: process.poll() is None)
         started = rss_mb()
         body = {"question": "What causes Tangier disease?"}
         httpx.post(f"http://127.0.0.1:{port}/v1/answer", json=body, timeout=120)

@@ -17,61 +17,34 @@ import asyncio
 import itertools
 import json
 import multiprocessing
-import socket
 import tempfile
 import time
-from collections.abc import AsyncIterator
+from collections.abc import Sequence
 from typing import Any
 
 import httpx
 from httpx_sse import aconnect_sse
 
+from tests.servers import free_port, wait_until_serving
+
 _QUESTION = "question number {i}"
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def _serve(port: int, tokens: int, gap_ms: float, home: str) -> None:
     import uvicorn
-    from langchain_core.callbacks import AsyncCallbackManagerForLLMRun
     from langchain_core.documents import Document
-    from langchain_core.language_models import BaseChatModel
-    from langchain_core.messages import AIMessageChunk, BaseMessage
-    from langchain_core.outputs import ChatGenerationChunk, ChatResult
+    from langchain_core.messages import BaseMessage
     from langchain_core.runnables import RunnableLambda
 
     from app.server import create_app
     from pipelines.pipeline import AnswerPipeline
     from pipelines.settings import load_settings
+    from tests.fakes import ScriptedStream
 
-    class Paced(BaseChatModel):
-        """Names the question it answers, cites [1], one token every gap_ms."""
-
-        @property
-        def _llm_type(self) -> str:
-            return "paced"
-
-        def _generate(self, *args: Any, **kwargs: Any) -> ChatResult:
-            raise NotImplementedError
-
-        async def _astream(
-            self,
-            messages: list[BaseMessage],
-            stop: list[str] | None = None,
-            run_manager: AsyncCallbackManagerForLLMRun | None = None,
-            **kwargs: Any,
-        ) -> AsyncIterator[ChatGenerationChunk]:
-            marker = str(messages[-1].content).rsplit("question number ", 1)[-1].split()[0]
-            words = [f"Q{marker}", "[1]", *(["w"] * (tokens - 2))]
-            for word in words[:tokens]:
-                await asyncio.sleep(gap_ms / 1000)
-                # LangChain's astream reports each chunk to the callbacks itself.
-                yield ChatGenerationChunk(message=AIMessageChunk(content=word + " "))
+    def paced(messages: Sequence[BaseMessage]) -> list[str]:
+        """Names the question it answers and cites [1], in ``tokens`` tokens."""
+        marker = str(messages[-1].content).rsplit("question number ", 1)[-1].split()[0]
+        return [f"Q{marker} ", "[1] ", *(["w "] * (tokens - 2))][:tokens]
 
     def retrieve(question: str) -> list[Document]:
         number = question.rsplit(" ", 1)[-1]
@@ -82,8 +55,8 @@ def _serve(port: int, tokens: int, gap_ms: float, home: str) -> None:
     settings = load_settings(home=home, event_logs=False, request_timeout_s=600)
     pipeline = AnswerPipeline(
         settings,
-        answer_model=Paced(),
-        expander_model=Paced(),
+        answer_model=ScriptedStream(script=paced, delay_s=gap_ms / 1000),
+        expander_model=ScriptedStream(script=lambda _: ["{}"]),
         retriever=RunnableLambda(retrieve),
     )
     uvicorn.run(create_app(settings, pipeline=pipeline), host="127.0.0.1", port=port,
@@ -123,7 +96,7 @@ async def _drive(base: str, streams: int) -> list[dict[str, Any] | BaseException
 
 
 def bench_serving(streams: int, *, tokens: int = 300, gap_ms: float = 2.0) -> dict[str, Any]:
-    port = _free_port()
+    port = free_port()
     with tempfile.TemporaryDirectory() as home:
         process = multiprocessing.get_context("spawn").Process(
             target=_serve, args=(port, tokens, gap_ms, home), daemon=True
@@ -131,15 +104,7 @@ def bench_serving(streams: int, *, tokens: int = 300, gap_ms: float = 2.0) -> di
         process.start()
         base = f"http://127.0.0.1:{port}"
         try:
-            deadline = time.monotonic() + 60
-            while True:
-                try:
-                    httpx.get(f"{base}/docs", timeout=2)
-                    break
-                except httpx.TransportError:
-                    if time.monotonic() > deadline or not process.is_alive():
-                        raise RuntimeError("the benchmark server did not start") from None
-                    time.sleep(0.2)
+            wait_until_serving(f"{base}/docs", process.is_alive)
             started = time.perf_counter()
             outcomes = asyncio.run(_drive(base, streams))
             seconds = time.perf_counter() - started
