@@ -48,8 +48,6 @@ Ranking = Literal["dense", "bm25", "hybrid", "hybrid_rerank"]
 RANKINGS: tuple[Ranking, ...] = ("dense", "bm25", "hybrid", "hybrid_rerank")
 _CHUNKS_PER_SOURCE = 2
 _VERSION_TTL_S = 5.0
-# (rank, chunk id, text, metadata, embedding) in one ranked list
-_Hit = tuple[int, str, str, Any, Any]
 
 
 @dataclass
@@ -73,6 +71,9 @@ class ReactomeRetriever(BaseRetriever):
     expander: BaseChatModel
     k: int = 10
     fetch_k: int = 20
+    pool_size: int = Field(
+        default=60, description="chunks read in full and re-ranked, best fused first"
+    )
     max_queries: int = 3
     min_similarity: float = 0.3
     collections: list[str] | None = Field(
@@ -165,25 +166,56 @@ class ReactomeRetriever(BaseRetriever):
 
     def search(self, expansion: Expansion, collections: Sequence[str], k: int) -> list[Document]:
         """Everything after expansion; plain Python, so it can run in a worker thread."""
+        try:
+            return self._search_once(expansion, collections, k)
+        except ReactomeAnswersError:
+            raise
+        except Exception:
+            # A cached version may have been replaced by an ingest since: look again once.
+            forgotten = [name for name in collections if self._forget_version(name)]
+            if not forgotten:
+                raise
+            return self._search_once(expansion, collections, k)
+
+    def _search_once(
+        self, expansion: Expansion, collections: Sequence[str], k: int
+    ) -> list[Document]:
         vectors = np.asarray(self.embeddings.embed_documents(expansion.queries), dtype=np.float32)
         question_vector = vectors[0]
-        candidates: dict[str, _Candidate] = {}
 
-        def add(rank: int, chunk_id: str, collection: str, text: str, meta: Any, emb: Any) -> None:
-            candidate = candidates.get(chunk_id)
-            if candidate is None:
-                candidate = _Candidate(
-                    chunk_id, collection, text, dict(meta or {}), np.asarray(emb, dtype=np.float32)
-                )
-                candidates[chunk_id] = candidate
-            candidate.fused += 1.0 / (_RRF_K + rank)
-
-        # Hits are merged in collection order, so ties break the same way on every run.
+        # Stage 1, ids only: every ranked list of every collection, fused (RRF). Lists are
+        # merged in collection order, so ties break the same way on every run.
+        fused: dict[tuple[str, str], float] = {}
+        versions = {name: self._live_version(name) for name in collections}
         for name in collections:
-            for rank, chunk_id, text, meta, emb in self._collection_hits_retrying(
-                name, expansion, vectors
-            ):
-                add(rank, chunk_id, name, text, meta, emb)
+            for ranked in self._ranked_ids(versions[name], expansion, vectors):
+                for rank, chunk_id in enumerate(ranked, start=1):
+                    fused[(name, chunk_id)] = fused.get((name, chunk_id), 0.0) + 1.0 / (
+                        _RRF_K + rank
+                    )
+
+        # Stage 2: only the most promising chunks are read in full (text, metadata, vector);
+        # reading every hit of every list was most of the time a question took.
+        pool = sorted(fused, key=lambda key: -fused[key])[: self.pool_size]
+        wanted: dict[str, list[str]] = {}
+        for name, chunk_id in pool:
+            wanted.setdefault(name, []).append(chunk_id)
+        read: dict[tuple[str, str], _Candidate] = {}
+        for name, ids in wanted.items():
+            included: Any = ["documents", "metadatas", "embeddings"]
+            got = versions[name].collection.get(ids=ids, include=included)
+            documents, metadatas = got["documents"] or [], got["metadatas"] or []
+            embeddings = got["embeddings"] if got["embeddings"] is not None else []
+            for position, chunk_id in enumerate(got["ids"]):
+                read[(name, chunk_id)] = _Candidate(
+                    chunk_id,
+                    name,
+                    documents[position],
+                    dict(metadatas[position] or {}),
+                    np.asarray(embeddings[position], dtype=np.float32),
+                    fused[(name, chunk_id)],
+                )
+        candidates = {key: read[key] for key in pool if key in read}
 
         # One entry per entity, keyed by what it would be cited as across collections (a
         # variant cited by its disease pathway's id and that pathway are one source, not
@@ -231,65 +263,26 @@ class ReactomeRetriever(BaseRetriever):
         with self._lock:
             return self._versions.pop(name, None) is not None
 
-    def _collection_hits_retrying(
-        self, name: str, expansion: Expansion, vectors: np.ndarray[Any, np.dtype[np.float32]]
-    ) -> list[_Hit]:
-        try:
-            return self._collection_hits(name, self._live_version(name), expansion, vectors)
-        except ReactomeAnswersError:
-            raise
-        except Exception:
-            # A cached version may have been replaced by an ingest since: look again once.
-            if not self._forget_version(name):
-                raise
-            return self._collection_hits(name, self._live_version(name), expansion, vectors)
-
-    def _collection_hits(
+    def _ranked_ids(
         self,
-        name: str,
         version: store.StoredVersion,
         expansion: Expansion,
         vectors: np.ndarray[Any, np.dtype[np.float32]],
-    ) -> list[_Hit]:
-        """Every ranked list for one collection, flattened: dense hits per query, then BM25
-        hits per query, each as (rank, chunk id, text, metadata, embedding)."""
-        hits: list[_Hit] = []
-        seen: dict[str, tuple[str, Any, Any]] = {}
+    ) -> list[list[str]]:
+        """One collection's ranked chunk ids: a dense list per query, then a BM25 list per
+        query, as the ranking asks."""
+        lists: list[list[str]] = []
         if self.ranking != "bm25":
             found = version.collection.query(
-                query_embeddings=vectors,
-                n_results=self.fetch_k,
-                include=["documents", "metadatas", "embeddings"],
+                query_embeddings=vectors, n_results=self.fetch_k, include=["distances"]
             )
-            for q in range(len(expansion.queries)):
-                documents = (found["documents"] or [[]] * len(vectors))[q]
-                metadatas = (found["metadatas"] or [[]] * len(vectors))[q]
-                embeddings = (found["embeddings"] or [[]] * len(vectors))[q]
-                for position, chunk_id in enumerate(found["ids"][q]):
-                    record = (documents[position], metadatas[position], embeddings[position])
-                    seen.setdefault(chunk_id, record)
-                    hits.append((position + 1, chunk_id, *record))
-        if self.ranking == "dense":
-            return hits
-        index = self._keyword_index(version.name)
-        if index is None:
-            return hits
-        keyword_lists = index.search_many(expansion.queries, self.fetch_k)
-        wanted = sorted({cid for ranked in keyword_lists for cid, _ in ranked} - set(seen))
-        if wanted:
-            included: Any = ["documents", "metadatas", "embeddings"]
-            got = version.collection.get(ids=wanted, include=included)
-            for position, chunk_id in enumerate(got["ids"]):
-                seen[chunk_id] = (
-                    (got["documents"] or [])[position],
-                    (got["metadatas"] or [])[position],
-                    (got["embeddings"] if got["embeddings"] is not None else [])[position],
-                )
-        for ranked in keyword_lists:
-            for rank, (chunk_id, _) in enumerate(ranked, start=1):
-                if chunk_id in seen:
-                    hits.append((rank, chunk_id, *seen[chunk_id]))
-        return hits
+            lists += [list(ids) for ids in found["ids"]]
+        if self.ranking != "dense":
+            index = self._keyword_index(version.name)
+            if index is not None:
+                keyword_lists = index.search_many(expansion.queries, self.fetch_k)
+                lists += [[chunk_id for chunk_id, _ in ranked] for ranked in keyword_lists]
+        return lists
 
     # --- the retriever interface -----------------------------------------------------------
 
