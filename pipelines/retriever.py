@@ -72,7 +72,7 @@ class ReactomeRetriever(BaseRetriever):
     k: int = 10
     fetch_k: int = 20
     pool_size: int = Field(
-        default=60, description="chunks read in full and re-ranked, best fused first"
+        default=100, description="chunks read in full and re-ranked, best fused first"
     )
     max_queries: int = 3
     min_similarity: float = 0.3
