@@ -8,6 +8,7 @@ import os
 import platform
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -110,6 +111,12 @@ def write_results(name: str, results: dict[str, Any]) -> Path:
     path = RESULTS / f"{name}.json"
     path.write_text(json.dumps({"machine": machine(), **results}, indent=2) + "\n")
     return path
+
+
+def percentile(values: Sequence[float], share: float) -> float:
+    """The value at ``share`` (0..1) of the sorted values, nearest rank; 0 when there are none."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(share * (len(ordered) - 1)))] if ordered else 0.0
 
 
 def table(headers: list[str], rows: list[list[Any]]) -> str:

@@ -14,21 +14,19 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
-from typing import Any
 
 from chromadb.api import ClientAPI
 from langchain_chroma import Chroma
 from langchain_classic.retrievers import EnsembleRetriever, MergerRetriever, MultiQueryRetriever
 from langchain_community.retrievers import BM25Retriever
-from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
-from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.messages import BaseMessage
 from langchain_core.retrievers import BaseRetriever
 
 from pipelines import store
+from pipelines._chat import ComposedChatModel
+from pipelines.expander import _read_expander_prompt
 from pipelines.retriever import ReactomeRetriever
 from pipelines.settings import Settings
 
@@ -75,7 +73,7 @@ def alternatives(question: str) -> list[str]:
     return [core, f"{core} mechanism", f"{core} disease", f"role of {core} in human cells"]
 
 
-class FixedExpander(BaseChatModel):
+class FixedExpander(ComposedChatModel):
     """A zero-latency expander: ours reads its JSON, the classic stack its lines."""
 
     collections: list[str]
@@ -85,27 +83,18 @@ class FixedExpander(BaseChatModel):
     def _llm_type(self) -> str:
         return "fixed-expander"
 
-    def _generate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: CallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> ChatResult:
-        prompt = str(messages[-1].content)
+    def reply(self, messages: list[BaseMessage]) -> str:
         if self.json_reply:
-            question = prompt.rsplit("Question: ", 1)[-1].strip()
-            reply = json.dumps(
+            question, _ = _read_expander_prompt(messages)
+            return json.dumps(
                 {
                     "question": question,
                     "queries": alternatives(question),
                     "collections": self.collections,
                 }
             )
-        else:
-            question = prompt.rsplit("Original question: ", 1)[-1].strip()
-            reply = "\n".join(alternatives(question))
-        return ChatResult(generations=[ChatGeneration(message=AIMessage(content=reply))])
+        question = str(messages[-1].content).rsplit("Original question: ", 1)[-1].strip()
+        return "\n".join(alternatives(question))
 
 
 def ours(

@@ -25,6 +25,7 @@ from typing import Any
 import httpx
 from httpx_sse import aconnect_sse
 
+from tests.benchmarks._common import percentile
 from tests.servers import free_port, wait_until_serving
 
 _QUESTION = "question number {i}"
@@ -112,10 +113,7 @@ def bench_serving(streams: int, *, tokens: int = 300, gap_ms: float = 2.0) -> di
             process.terminate()
             process.join(timeout=10)
     finished = [o for o in outcomes if isinstance(o, dict)]
-    gaps = sorted(gap for o in finished for gap in o["gaps"])
-
-    def at(share: float) -> float:
-        return gaps[min(len(gaps) - 1, round(share * (len(gaps) - 1)))] if gaps else 0.0
+    gaps = [gap for o in finished for gap in o["gaps"]]
 
     return {
         "streams": streams,
@@ -124,8 +122,8 @@ def bench_serving(streams: int, *, tokens: int = 300, gap_ms: float = 2.0) -> di
         "completed": sum(o["completed"] for o in finished),
         "errors": len(outcomes) - len(finished),
         "mixed": sum(not o["own"] for o in finished),
-        "gap_p50_ms": round(at(0.5), 2),
-        "gap_p99_ms": round(at(0.99), 2),
+        "gap_p50_ms": round(percentile(gaps, 0.5), 2),
+        "gap_p99_ms": round(percentile(gaps, 0.99), 2),
         "seconds": round(seconds, 2),
     }
 

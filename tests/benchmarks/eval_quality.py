@@ -105,7 +105,7 @@ def evaluate_routing(pipeline: AnswerPipeline, questions: list[dict[str, Any]]) 
     for question in labeled:
         reply = pipeline.models[1].invoke(expander_messages(question["question"], [], 3))
         expansion = parse_expansion(str(reply.content), question["question"], [], 3)
-        routed = set(expansion.collections or ["reactome", "disease_variants"])
+        routed = set(expansion.collections)  # parse_expansion falls back to the rules itself
         wanted = set(question["collections"])
         exact += routed == wanted
         covered += wanted <= routed
