@@ -7,12 +7,11 @@ import json
 import sys
 import time
 from collections.abc import Callable
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 from callbacks.events import CitationEvent, DoneEvent, ErrorEvent, TokenEvent, to_jsonl
-from callbacks.log import LogContents, prune_logs, read_log
+from callbacks.log import LogContents, prune_configured_logs, read_log
 from pipelines.errors import EventLogError
 from pipelines.settings import Settings
 
@@ -172,15 +171,8 @@ def cmd_logs(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _prune(args: argparse.Namespace, settings: Settings) -> int:
-    days = settings.log_retention_days if args.older_than is None else args.older_than
-    keep = settings.log_retention_count if args.keep is None else args.keep
-    deleted = prune_logs(
-        settings.logs_dir,
-        keep_days=days,
-        keep_count=keep,
-        # Logs of requests that may still be running are left for a later prune.
-        spare_newer_than=timedelta(seconds=settings.request_timeout_s + 60),
-        dry_run=args.dry_run,
+    deleted = prune_configured_logs(
+        settings, keep_days=args.older_than, keep_count=args.keep, dry_run=args.dry_run
     )
     for path in deleted:
         print(path)

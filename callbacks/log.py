@@ -21,12 +21,14 @@ from typing import IO, Any
 
 from callbacks.events import Event, parse_event, to_jsonl
 from pipelines.errors import EventLogError
+from pipelines.settings import Settings
 
 __all__ = [
     "LOG_SCHEMA_VERSION",
     "EventLog",
     "LogContents",
     "log_file_name",
+    "prune_configured_logs",
     "prune_logs",
     "read_log",
 ]
@@ -41,6 +43,25 @@ def log_file_name(request_id: str, now: datetime) -> str:
     """``<UTC timestamp>-<request id>.jsonl``: names sort by creation time."""
     safe_id = re.sub(r"[^A-Za-z0-9_.-]", "_", request_id)[:80] or "_"
     return f"{now.astimezone(UTC).strftime(_STAMP_FORMAT)}-{safe_id}.jsonl"
+
+
+def prune_configured_logs(
+    settings: Settings,
+    *,
+    keep_days: float | None = None,
+    keep_count: int | None = None,
+    dry_run: bool = False,
+) -> list[Path]:
+    """:func:`prune_logs` on the settings' log folder with their retention (either rule may
+    be overridden), sparing logs touched within one request timeout plus a minute: their
+    requests may still be running."""
+    return prune_logs(
+        settings.logs_dir,
+        keep_days=settings.log_retention_days if keep_days is None else keep_days,
+        keep_count=settings.log_retention_count if keep_count is None else keep_count,
+        spare_newer_than=timedelta(seconds=settings.request_timeout_s + 60),
+        dry_run=dry_run,
+    )
 
 
 def prune_logs(

@@ -68,9 +68,7 @@ def _number(digits: str) -> int:
     return _HUGE if len(digits) > _MAX_DIGITS else int(digits)
 
 
-@functools.lru_cache(maxsize=4096)
 def _parse_items(body: str) -> tuple[tuple[int, int], ...] | None:
-    # Cached: answers repeat the same few groups ("1", "2, 3") over and over.
     items = []
     for match in _ITEM_RE.finditer(body):
         low = _number(match.group(1))
@@ -84,7 +82,8 @@ def _parse_items(body: str) -> tuple[tuple[int, int], ...] | None:
 
 @functools.lru_cache(maxsize=4096)
 def _parse_group(body: str) -> tuple[tuple[tuple[int, int], ...], int, int] | None:
-    """A group's items with its lowest and highest number, or None (see _parse_items)."""
+    """A group's items with its lowest and highest number, or None (see _parse_items).
+    Cached: answers repeat the same few groups ("1", "2, 3") over and over."""
     items = _parse_items(body)
     if items is None:
         return None

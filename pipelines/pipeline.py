@@ -26,7 +26,7 @@ import threading
 import time
 import uuid
 from collections.abc import AsyncGenerator, Iterator, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from functools import cached_property
 from typing import Any
 
@@ -43,7 +43,7 @@ from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda, R
 
 from callbacks.events import DoneEvent, Event
 from callbacks.handler import ANSWER_TAG, RETRIEVAL_TAG, AnswerEventHandler
-from callbacks.log import EventLog, log_file_name, prune_logs
+from callbacks.log import EventLog, log_file_name, prune_configured_logs
 from pipelines.definitions import check_collection_names
 from pipelines.errors import ReactomeAnswersError
 from pipelines.prompts import answer_messages
@@ -371,12 +371,7 @@ class AnswerPipeline:
             return
         self._logs_pruned_at = now
         try:
-            prune_logs(
-                self.settings.logs_dir,
-                keep_days=self.settings.log_retention_days,
-                keep_count=self.settings.log_retention_count,
-                spare_newer_than=timedelta(seconds=self.settings.request_timeout_s + 60),
-            )
+            prune_configured_logs(self.settings)
         except Exception as error:  # housekeeping must never fail an answer
             print(f"reactome-answers: warning: old event logs not pruned ({error})",
                   file=sys.stderr)  # fmt: skip

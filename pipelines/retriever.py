@@ -166,8 +166,9 @@ class ReactomeRetriever(BaseRetriever):
 
     def search(self, expansion: Expansion, collections: Sequence[str], k: int) -> list[Document]:
         """Everything after expansion; plain Python, so it can run in a worker thread."""
+        vectors = np.asarray(self.embeddings.embed_documents(expansion.queries), dtype=np.float32)
         try:
-            return self._search_once(expansion, collections, k)
+            return self._search_once(expansion, vectors, collections, k)
         except ReactomeAnswersError:
             raise
         except Exception:
@@ -175,12 +176,15 @@ class ReactomeRetriever(BaseRetriever):
             forgotten = [name for name in collections if self._forget_version(name)]
             if not forgotten:
                 raise
-            return self._search_once(expansion, collections, k)
+            return self._search_once(expansion, vectors, collections, k)
 
     def _search_once(
-        self, expansion: Expansion, collections: Sequence[str], k: int
+        self,
+        expansion: Expansion,
+        vectors: np.ndarray[Any, np.dtype[np.float32]],
+        collections: Sequence[str],
+        k: int,
     ) -> list[Document]:
-        vectors = np.asarray(self.embeddings.embed_documents(expansion.queries), dtype=np.float32)
         question_vector = vectors[0]
 
         # Stage 1, ids only: every ranked list of every collection, fused (RRF). Lists are
