@@ -17,12 +17,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from chromadb.api import ClientAPI
 from langchain_core.embeddings import Embeddings
 from langchain_text_splitters import RecursiveCharacterTextSplitter
 from tqdm import tqdm
 
 from pipelines import store
+from pipelines.embeddings import MiniLMEmbeddings
 from pipelines.errors import InputError
 from pipelines.keyword_index import KeywordIndex
 from pipelines.loaders import LoadResult, Problem, SourceDocument
@@ -42,6 +44,7 @@ __all__ = [
 
 # Chroma refuses a single add of more than ~5,400 records.
 _WRITE_BATCH = 2000
+_Vector = np.ndarray[Any, np.dtype[np.float32]]
 _EMBED_BATCH = 256
 _READ_BATCH = 5000
 _SPLITTER = RecursiveCharacterTextSplitter(
@@ -253,8 +256,8 @@ def _read_all(version: store.StoredVersion) -> Iterator[tuple[str, dict[str, Any
         offset += _READ_BATCH
 
 
-def _old_embeddings(version: store.StoredVersion, ids: Sequence[str]) -> dict[str, list[float]]:
-    vectors: dict[str, list[float]] = {}
+def _old_embeddings(version: store.StoredVersion, ids: Sequence[str]) -> dict[str, _Vector]:
+    vectors: dict[str, _Vector] = {}
     for start in range(0, len(ids), _READ_BATCH):
         page = version.collection.get(
             ids=list(ids[start : start + _READ_BATCH]), include=["embeddings"]
@@ -263,7 +266,20 @@ def _old_embeddings(version: store.StoredVersion, ids: Sequence[str]) -> dict[st
         if embeddings is None:
             continue
         for chunk_id, vector in zip(page["ids"], embeddings, strict=True):
-            vectors[chunk_id] = [float(value) for value in vector]
+            vectors[chunk_id] = np.asarray(vector, dtype=np.float32)
+    return vectors
+
+
+def _embed(embeddings: Embeddings, texts: Sequence[str], bar: tqdm[Any]) -> list[_Vector]:
+    """Vectors for ``texts``, in steps small enough for the progress bar to move."""
+    vectors: list[_Vector] = []
+    for start in range(0, len(texts), _EMBED_BATCH):
+        part = list(texts[start : start + _EMBED_BATCH])
+        if isinstance(embeddings, MiniLMEmbeddings):
+            vectors.extend(embeddings.embed_array(part))
+        else:
+            vectors.extend(np.asarray(embeddings.embed_documents(part), dtype=np.float32))
+        bar.update(len(part))
     return vectors
 
 
@@ -344,30 +360,28 @@ def _ingest_one(
         metadata={**facts, store.COMPLETE: False},
     )
     try:
-        to_embed = [chunk for chunk in chunks if chunk.id not in reusable]
+        to_embed = sum(chunk.id not in reusable for chunk in chunks)
         with tqdm(
-            total=len(to_embed),
+            total=to_embed,
             desc=f"{sources.name:>16}",
             unit="chunk",
             disable=not progress,
             file=sys.stderr,
             leave=False,
         ) as bar:
-            for start in range(0, len(to_embed), _EMBED_BATCH):
-                batch = to_embed[start : start + _EMBED_BATCH]
-                fresh = embeddings.embed_documents([chunk.embed_text for chunk in batch])
-                reusable.update(zip((chunk.id for chunk in batch), fresh, strict=True))
-                bar.update(len(batch))
-        for start in range(0, len(chunks), _WRITE_BATCH):
-            batch = chunks[start : start + _WRITE_BATCH]
-            # Chroma's annotation wants this exact element type; the values are float lists.
-            vectors: list[Sequence[float] | Sequence[int]] = [reusable[c.id] for c in batch]
-            collection.add(
-                ids=[chunk.id for chunk in batch],
-                embeddings=vectors,
-                documents=[chunk.text for chunk in batch],
-                metadatas=[chunk.metadata for chunk in batch],
-            )
+            # Embed and write one batch at a time, so memory holds one batch of vectors,
+            # not the whole collection's.
+            for start in range(0, len(chunks), _WRITE_BATCH):
+                batch = chunks[start : start + _WRITE_BATCH]
+                fresh = [chunk for chunk in batch if chunk.id not in reusable]
+                vectors = _embed(embeddings, [chunk.embed_text for chunk in fresh], bar)
+                reusable.update(zip((chunk.id for chunk in fresh), vectors, strict=True))
+                collection.add(
+                    ids=[chunk.id for chunk in batch],
+                    embeddings=np.stack([reusable.pop(chunk.id) for chunk in batch]),
+                    documents=[chunk.text for chunk in batch],
+                    metadatas=[chunk.metadata for chunk in batch],
+                )
         KeywordIndex.build([c.id for c in chunks], [c.embed_text for c in chunks]).save(
             store.keyword_index_dir(settings, version)
         )

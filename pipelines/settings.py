@@ -23,8 +23,10 @@ ENV_PREFIX = "REACTOME_ANSWERS_"
 
 _LLM_FORMS = "'extractive', 'llamacpp' or 'llamacpp:PATH.gguf', or 'openai:MODEL'"
 _LLM_RE = re.compile(r"extractive|llamacpp(?::.+)?|openai:[^\s:][^\s]*")
-_EMBEDDINGS_FORMS = "'all-MiniLM-L6-v2' (offline) or 'openai:MODEL'"
-_EMBEDDINGS_RE = re.compile(r"all-MiniLM-L6-v2|openai:[^\s:][^\s]*")
+_EMBEDDINGS_FORMS = (
+    "'all-MiniLM-L6-v2-q8' (offline, int8), 'all-MiniLM-L6-v2' (offline) or 'openai:MODEL'"
+)
+_EMBEDDINGS_RE = re.compile(r"all-MiniLM-L6-v2(-q8)?|openai:[^\s:][^\s]*")
 
 
 def default_home() -> Path:
@@ -55,7 +57,11 @@ class Settings(BaseSettings):
     )
     llm: str = Field(default="extractive", description=f"answer and expander model: {_LLM_FORMS}")
     embeddings: str = Field(
-        default="all-MiniLM-L6-v2", description=f"embedding model: {_EMBEDDINGS_FORMS}"
+        default="all-MiniLM-L6-v2-q8", description=f"embedding model: {_EMBEDDINGS_FORMS}"
+    )
+    model_cache: Path | None = Field(
+        default=None,
+        description="folder for the model derived at first use; unset means <home>/models",
     )
     cite_urls: bool = Field(
         default=False, description="cite user-guide pages by url (off: they are uncited context)"
@@ -104,7 +110,7 @@ class Settings(BaseSettings):
             raise ValueError(f"{value!r} is not an embedding model; use {_EMBEDDINGS_FORMS}")
         return value
 
-    @field_validator("home", mode="before")
+    @field_validator("home", "model_cache", mode="before")
     @classmethod
     def _expand_home(cls, value: object) -> object:
         if isinstance(value, str | Path) and not str(value).strip():
@@ -117,6 +123,10 @@ class Settings(BaseSettings):
     @property
     def chroma_path(self) -> Path:
         return self.home / "chroma"
+
+    @property
+    def model_cache_path(self) -> Path:
+        return self.model_cache or self.home / "models"
 
     @property
     def logs_dir(self) -> Path:

@@ -30,8 +30,16 @@ def check_logs_replay(home: Path) -> None:
         assert not diff, f"{path} does not replay identically:\n" + "\n".join(diff[:40])
 
 
+@pytest.fixture(scope="session")
+def model_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One folder for the derived embedding model, so it is built once per run, not per test."""
+    return tmp_path_factory.mktemp("models")
+
+
 @pytest.fixture(autouse=True)
-def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+def isolated_home(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, model_cache: Path
+) -> Iterator[Path]:
     """Point every test at its own home folder and hide the user's own settings; afterwards,
     every event log the test wrote must replay identically."""
     for name in list(os.environ):
@@ -39,16 +47,17 @@ def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[P
             monkeypatch.delenv(name)
     home = tmp_path / "home"
     monkeypatch.setenv(f"{ENV_PREFIX}HOME", str(home))
+    monkeypatch.setenv(f"{ENV_PREFIX}MODEL_CACHE", str(model_cache))
     yield home
     check_logs_replay(home)
 
 
 @pytest.fixture(scope="session")
-def minilm() -> Embeddings:
-    """The real offline embedding model, loaded once for the whole run."""
+def minilm(model_cache: Path) -> Embeddings:
+    """The real offline embedding model (the default, quantized), loaded once for the run."""
     from pipelines.embeddings import MiniLMEmbeddings
 
-    return MiniLMEmbeddings()
+    return MiniLMEmbeddings(model_cache=model_cache)
 
 
 @pytest.fixture(scope="session")

@@ -5,18 +5,21 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import math
 import threading
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import ClassVar
 
 import pytest
 from langchain_core.embeddings import Embeddings
 
 from pipelines import store
-from pipelines.embeddings import MiniLMEmbeddings, make_embeddings
-from pipelines.errors import ConfigurationError
+from pipelines.embeddings import MINILM_NAME, MINILM_Q8_NAME, MiniLMEmbeddings, make_embeddings
+from pipelines.errors import ConfigurationError, ModelError
 from pipelines.ingest import ingest, locate_sources, sample_dir
 from pipelines.settings import load_settings
 
@@ -44,6 +47,57 @@ def test_batching_by_length_keeps_each_text_with_its_vector(minilm: Embeddings) 
     alone = [minilm.embed_query(text) for text in texts]
     for joint, single in zip(together, alone, strict=True):
         assert cosine(joint, single) > 0.9999
+
+
+def test_workers_and_concurrent_callers_give_each_text_its_vector_alone() -> None:
+    texts = [
+        f"{word} takes part in reaction {number} " * (1 + number % 7)
+        for number, word in enumerate(["ABCA1", "LDLR", "APOA1", "insulin", "p53"] * 5)
+    ]
+    expected = MiniLMEmbeddings(workers=1).embed_documents(texts)
+    shared = MiniLMEmbeddings(workers=3)
+    with ThreadPoolExecutor(4) as callers:
+        results = list(callers.map(shared.embed_documents, [texts] * 4))
+    for result in results:
+        for got, want in zip(result, expected, strict=True):
+            assert cosine(got, want) > 0.9999
+
+
+def test_the_quantized_default_is_derived_once_and_agrees_with_the_packaged_model(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    cache = tmp_path / "models"
+    texts = [
+        "Tangier disease is caused by mutations in ABCA1.",
+        "Zoom the pathway diagram with the mouse wheel.",
+    ]
+    root_handlers = list(logging.getLogger().handlers)
+    quantized = MiniLMEmbeddings(model_cache=cache)
+    # Deriving it prints nothing and leaves logging as it was (no stray root handler).
+    assert logging.getLogger().handlers == root_handlers
+    assert capfd.readouterr().err == ""
+    (derived,) = cache.glob("*.onnx")
+    built_at = derived.stat().st_mtime_ns
+    assert MiniLMEmbeddings(model_cache=cache).embed_documents(texts) == (
+        quantized.embed_documents(texts)
+    )
+    assert derived.stat().st_mtime_ns == built_at  # reused, not rebuilt
+    assert quantized.name == MINILM_Q8_NAME
+    packaged = MiniLMEmbeddings(quantized=False)
+    assert packaged.name == MINILM_NAME
+    for fast, exact in zip(
+        quantized.embed_documents(texts), packaged.embed_documents(texts), strict=True
+    ):
+        assert 0.98 < cosine(fast, exact) < 0.99999  # close, yet another model
+
+
+def test_an_unwritable_model_cache_names_the_folder_and_the_fix(tmp_path: Path) -> None:
+    blocked = tmp_path / "file"
+    blocked.write_text("not a folder", encoding="utf-8")
+    with pytest.raises(ModelError, match=f"{blocked}/models") as caught:
+        make_embeddings(load_settings(model_cache=blocked / "models"))
+    assert "REACTOME_ANSWERS_MODEL_CACHE" in str(caught.value.fix)
+    assert isinstance(make_embeddings(load_settings(embeddings=MINILM_NAME)), MiniLMEmbeddings)
 
 
 class _EmbeddingsAPI(BaseHTTPRequestHandler):

@@ -54,7 +54,7 @@ def test_sample_ingests_every_collection(
     client = store.open_client(settings)
     reactome = store.active_version(client, "reactome")
     assert reactome is not None
-    assert reactome.metadata[store.MODEL] == "all-MiniLM-L6-v2"
+    assert reactome.metadata[store.MODEL] == "all-MiniLM-L6-v2-q8"
     found = reactome.collection.get(ids=["reactome:R-HSA-5682113:0"], include=["metadatas"])
     assert found["metadatas"] is not None
     assert found["metadatas"][0]["st_id"] == "R-HSA-5682113"
@@ -173,7 +173,7 @@ def test_querying_with_another_embedding_model_is_refused(
     run(settings, corpus, minilm)
     assert store.check_embedding_model(client, "reactome", settings).name
     other = load_settings(embeddings="openai:text-embedding-3-small")
-    with pytest.raises(ConfigurationError, match="was embedded with 'all-MiniLM-L6-v2'"):
+    with pytest.raises(ConfigurationError, match="was embedded with 'all-MiniLM-L6-v2-q8'"):
         store.check_embedding_model(client, "reactome", other)
 
 

@@ -94,7 +94,7 @@ def test_sample_ingest_json_then_collections(isolated_home: Path) -> None:
     assert [c["name"] for c in listed] == ["reactome", "disease_variants", "userguide"]
     reactome = listed[0]
     assert reactome["release"] == "sample"
-    assert reactome["embedding_model"] == "all-MiniLM-L6-v2"
+    assert reactome["embedding_model"] == "all-MiniLM-L6-v2-q8"
     assert set(reactome["files"]) == {
         "pathway2summation.txt",
         "ReactomePathways.txt",

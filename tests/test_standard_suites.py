@@ -26,7 +26,7 @@ def _sample_store() -> dict[str, Any]:
     """The sample corpus in a real Chroma folder, built once for the suite's many retrievers."""
     home = Path(tempfile.mkdtemp(prefix="reactome-answers-suite-"))
     settings = load_settings(home=home)
-    embeddings = MiniLMEmbeddings()
+    embeddings = MiniLMEmbeddings(model_cache=settings.model_cache_path)
     sources = locate_sources(sample_dir(), COLLECTION_NAMES, required=True)
     ingest(settings, sources, embeddings=embeddings)
     return {

@@ -256,7 +256,7 @@ def main(argv: list[str] | None = None) -> int:
     name = args.name or ("bench-quick" if quick else "bench")
     home = args.home or cache_home("bench-home-quick" if quick else "bench-home")
 
-    embeddings = MiniLMEmbeddings()
+    embeddings = MiniLMEmbeddings(model_cache=cache_home("models"))
     # The quick run measures the bundled sample (seconds to ingest on a fresh machine); the
     # full run all of ../shared/data plus the reaction summaries.
     data = sample_dir() if quick else args.data

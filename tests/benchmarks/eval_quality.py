@@ -225,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     questions = load_questions()[: args.limit]
-    embeddings = MiniLMEmbeddings()
+    embeddings = MiniLMEmbeddings(model_cache=cache_home("models"))
     settings = prepared_home(args.data, args.home, embeddings)
     pipeline = AnswerPipeline(settings, embeddings=embeddings)
 
