@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: install install-llamacpp install-browser test lint typecheck unit demo bench bench-quick eval bench-ingest clean
+.PHONY: install install-llamacpp install-browser test lint typecheck unit demo bench bench-quick eval bench-ingest soak clean
 
 # Reinstall only when the project's metadata changes; the stamp lives inside the venv so
 # deleting .venv starts over cleanly. The offline embedding model's tokenizer comes with
@@ -75,6 +75,10 @@ eval: $(BIN)/.installed
 # Ingestion throughput and peak memory on ../shared/data plus the reaction summaries.
 bench-ingest: $(BIN)/.installed
 	$(BIN)/python -m tests.benchmarks.ingest_throughput --with-reactions
+
+# 200 concurrent streams round after round on 127.0.0.1 for 3 minutes; server memory growth.
+soak: $(BIN)/.installed
+	$(BIN)/python -m tests.benchmarks.soak --minutes 3 --streams 200
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache .hypothesis

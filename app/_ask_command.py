@@ -46,7 +46,7 @@ def cmd_ask(args: argparse.Namespace, settings: Settings) -> int:
     pipeline = AnswerPipeline(settings)
     streamed: list[str] = []
     done: DoneEvent | None = None
-    error: str | None = None
+    error: ErrorEvent | None = None
     for event in pipeline.stream(args.question, collections=args.collections):
         if args.events:
             sys.stdout.write(to_jsonl(event))
@@ -56,13 +56,16 @@ def cmd_ask(args: argparse.Namespace, settings: Settings) -> int:
             sys.stdout.write(event.data.text)
             sys.stdout.flush()
         if isinstance(event, ErrorEvent):
-            error = event.data.message
+            error = event
         if isinstance(event, DoneEvent):
             done = event
     assert done is not None
     data = done.data
     if args.json:
-        print(json.dumps({"request_id": done.request_id, **data.model_dump(mode="json")}, indent=2))
+        result = {"request_id": done.request_id, **data.model_dump(mode="json")}
+        if error is not None:
+            result["error"] = error.data.model_dump(mode="json")
+        print(json.dumps(result, indent=2))
     elif not args.events:
         if not streamed:
             print(data.text)
@@ -77,7 +80,8 @@ def cmd_ask(args: argparse.Namespace, settings: Settings) -> int:
             for reference in data.references:
                 print(f"[{reference.n}] {reference.display_name} <{reference_link(reference)}>")
     if data.state == "failed":
-        print(f"reactome-answers: error: {error or 'the answer failed'}", file=sys.stderr)
+        message = error.data.message if error is not None else "the answer failed"
+        print(f"reactome-answers: error: {message}", file=sys.stderr)
         return 1
     # A refused question is the caller's input to fix, as with any bad argument.
     return 1 if data.state == "refused" else 0

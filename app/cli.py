@@ -20,6 +20,7 @@ from app._ingest_commands import add_ingest_arguments, cmd_collections, cmd_inge
 from app._logs_commands import add_logs_arguments, add_replay_arguments, cmd_logs, cmd_replay
 from callbacks.events import event_json_schema
 from pipelines.errors import ReactomeAnswersError
+from pipelines.redaction import redact_secrets
 from pipelines.settings import Settings, env_var_for, load_settings
 
 __all__ = ["build_parser", "main"]
@@ -185,7 +186,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         handler: Callable[[argparse.Namespace, Settings], int] = args.handler
         return handler(args, settings)
     except ReactomeAnswersError as error:
-        print(f"{PROG}: error: {error}", file=sys.stderr)
+        print(f"{PROG}: error: {redact_secrets(str(error))}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)

@@ -26,6 +26,7 @@ from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 from sse_starlette import EventSourceResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app._web import add_web_client
@@ -33,6 +34,7 @@ from callbacks.events import to_sse
 from pipelines.definitions import COLLECTION_NAMES
 from pipelines.errors import ReactomeAnswersError
 from pipelines.pipeline import AnswerPipeline
+from pipelines.redaction import redact_secrets
 from pipelines.settings import Settings, load_settings
 
 __all__ = ["KEEP_ALIVE_S", "STREAM_HEADERS", "AnswerRequest", "add_cors", "create_app"]
@@ -141,9 +143,17 @@ def create_app(
         message = _validation_message(error)
         return JSONResponse({"error": {"code": "bad_input", "message": message}}, status_code=422)
 
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(_: Request, error: StarletteHTTPException) -> JSONResponse:
+        # Starlette's own refusals (an unparsable body, an unknown path or method) in the
+        # same shape as ours, so a client reads every error one way.
+        code = "bad_input" if error.status_code in (400, 422) else f"http_{error.status_code}"
+        body = {"error": {"code": code, "message": str(error.detail)}}
+        return JSONResponse(body, status_code=error.status_code, headers=error.headers)
+
     @app.exception_handler(ReactomeAnswersError)
     async def _ours(_: Request, error: ReactomeAnswersError) -> JSONResponse:
-        body = {"error": {"code": error.code, "message": str(error)}}
+        body = {"error": {"code": error.code, "message": redact_secrets(str(error))}}
         return JSONResponse(body, status_code=error.http_status)
 
     def check_length(body: AnswerRequest) -> JSONResponse | None:
@@ -160,7 +170,12 @@ def create_app(
         too_long = check_length(body)
         if too_long is not None:
             return too_long
-        return await shared.ainvoke(body.question, **body.options(uuid.uuid4().hex))
+        result = await shared.ainvoke(body.question, **body.options(uuid.uuid4().hex))
+        if "error" in result:  # the done data still comes along: partial text, references
+            return JSONResponse(
+                result, status_code=ReactomeAnswersError.http_status_for(result["error"]["code"])
+            )
+        return result
 
     @app.post("/v1/answer/stream", summary="Answer a question as Server-Sent Events")
     async def answer_stream(body: AnswerRequest) -> Any:

@@ -13,6 +13,7 @@ One handler serves one request; nothing is shared between requests.
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -43,6 +44,8 @@ from callbacks.events import (
     Usage,
 )
 from pipelines.citations import finalize_citations, strip_out_of_range_markers
+from pipelines.errors import EventHandlerError
+from pipelines.redaction import one_line, redact_secrets
 from pipelines.sources import Source, number_sources
 from pipelines.tokens import count_tokens
 
@@ -54,6 +57,25 @@ EXPANDER_TAG = "reactome-answers:expander"
 
 
 _E = TypeVar("_E", StartEvent, CitationEvent, TokenEvent, ErrorEvent, DoneEvent)
+_Hook = TypeVar("_Hook", bound=Callable[..., None])
+
+
+def _guarded(hook: _Hook) -> _Hook:
+    """A failure inside the handler becomes an :class:`EventHandlerError`, so the pipeline
+    ends the answer with ``error`` then ``done`` rather than a model or store error."""
+
+    @functools.wraps(hook)
+    def guarded(self: AnswerEventHandler, *args: Any, **kwargs: Any) -> None:
+        try:
+            hook(self, *args, **kwargs)
+        except EventHandlerError:
+            raise
+        except Exception as error:
+            raise EventHandlerError(
+                f"the event handler failed in {hook.__name__} ({one_line(error)})"
+            ) from error
+
+    return guarded  # type: ignore[return-value]
 
 
 @dataclass(frozen=True)
@@ -116,9 +138,9 @@ class AnswerEventHandler(BaseCallbackHandler):
         with self._lock:
             if self.done is not None:
                 raise RuntimeError("the stream already ended with done")
-            self._seq += 1
             t_ms = round((self._clock() - self._started) * 1000, 3)
-            event = kind(seq=self._seq, request_id=self.request_id, t_ms=t_ms, data=data)
+            event = kind(seq=self._seq + 1, request_id=self.request_id, t_ms=t_ms, data=data)
+            self._seq += 1  # only once the event exists: seq stays contiguous if it cannot
             if isinstance(event, DoneEvent):
                 self.done = event
             self._emit(event)
@@ -219,8 +241,23 @@ class AnswerEventHandler(BaseCallbackHandler):
             run_id = run.parent_run_id
         return False
 
+    def on_custom_event(
+        self,
+        name: str,
+        data: Any,
+        *,
+        run_id: UUID,
+        tags: list[str] | None = None,
+        metadata: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        # Nothing public: a custom event (the expander's fallback, say) is for the event log,
+        # where whoever debugs the answer reads it.
+        self._note("custom_event", run_id=str(run_id), name=name, data=data)
+
     # --- the gate -------------------------------------------------------------------------
 
+    @_guarded
     def on_retriever_end(
         self,
         documents: Sequence[Document],
@@ -253,6 +290,7 @@ class AnswerEventHandler(BaseCallbackHandler):
         # Only now may answer tokens flow: the sources are complete.
         self.retrieval_ended = True
 
+    @_guarded
     def on_llm_new_token(
         self,
         token: str | list[str | dict[str, Any]],
@@ -316,6 +354,7 @@ class AnswerEventHandler(BaseCallbackHandler):
 
     def fail(self, code: str, message: str) -> DoneEvent:
         """Emit ``error`` then ``done`` (``failed``), keeping any text already streamed."""
+        message = redact_secrets(message)
         self._note("fail", code=code, message=message)
         data = ErrorData(code=code or "internal", message=message or "the answer failed")
         self._send(ErrorEvent, data)

@@ -139,9 +139,14 @@ class EventLog:
             self._failed = True
             print(f"reactome-answers: warning: event log {self.path} not written ({error})",
                   file=sys.stderr)  # fmt: skip
-        if self._stream is not None:
-            self._stream.close()
-            self._stream = None
+        self._close_quietly()
+
+    def _close_quietly(self) -> None:
+        stream, self._stream = self._stream, None
+        if stream is not None:
+            # Closing flushes, and on a full disk the flush fails again: already reported.
+            with contextlib.suppress(OSError):
+                stream.close()
 
     def _write(self, record: dict[str, Any]) -> None:
         if self._stream is None:
@@ -166,8 +171,11 @@ class EventLog:
 
     def close(self) -> None:
         if self._stream is not None:
-            self._stream.close()
-            self._stream = None
+            try:
+                self._stream.flush()
+            except OSError as error:
+                self._fail(error)
+        self._close_quietly()
 
 
 @dataclass
@@ -180,11 +188,21 @@ class LogContents:
 def read_log(path: Path) -> LogContents:
     """Parse a log; a missing, corrupt, truncated or foreign file names the file and line."""
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as error:
+        raw = path.read_bytes()
+    except OSError as error:
         raise EventLogError(
-            f"cannot read {path} ({error})", fix="give the path of a .jsonl log"
+            f"cannot read {path} ({error.strerror or error})", fix="give the path of a .jsonl log"
         ) from error
+    lines: list[str] = []
+    for number, encoded in enumerate(raw.split(b"\n"), start=1):
+        try:
+            lines.append(encoded.decode("utf-8").removesuffix("\r"))
+        except UnicodeDecodeError:
+            raise EventLogError(
+                f"{path}:{number} is not UTF-8 text", fix="the log is corrupt here, or not a log"
+            ) from None
+    if lines and not lines[-1]:
+        lines.pop()  # the newline that ends the last record
     contents: LogContents | None = None
     for number, line in enumerate(lines, start=1):
         where = f"{path}:{number}"

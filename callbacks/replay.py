@@ -76,6 +76,10 @@ def replay_events(contents: LogContents) -> list[Event]:
                 handler.on_retriever_end(documents, run_id=_run_id(record.get("run_id")))
             elif hook == "llm_new_token":
                 handler.on_llm_new_token(record["token"], run_id=_run_id(record.get("run_id")))
+            elif hook == "custom_event":
+                handler.on_custom_event(
+                    str(record["name"]), record["data"], run_id=_run_id(record.get("run_id"))
+                )
             elif hook in _STARTS:
                 _STARTS[hook](
                     handler,

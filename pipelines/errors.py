@@ -14,6 +14,7 @@ __all__ = [
     "AnswerTimeoutError",
     "ConfigurationError",
     "DownloadError",
+    "EventHandlerError",
     "EventLogError",
     "InputError",
     "ModelError",
@@ -33,6 +34,15 @@ class ReactomeAnswersError(Exception):
         self.message = message
         self.fix = fix
         super().__init__(message if fix is None else f"{message}; {fix}")
+
+    @staticmethod
+    def http_status_for(code: str) -> int:
+        """The HTTP status for an error event's ``code``: ours, ``cancelled`` or ``internal``."""
+        kinds: list[type[ReactomeAnswersError]] = [ReactomeAnswersError]
+        for kind in kinds:  # every subclass, at any depth
+            kinds.extend(kind.__subclasses__())
+        statuses = {kind.code: kind.http_status for kind in kinds}
+        return statuses.get(code, 499 if code == "cancelled" else 500)
 
 
 class ConfigurationError(ReactomeAnswersError):
@@ -82,6 +92,13 @@ class DownloadError(ReactomeAnswersError):
 
     code = "download_failed"
     http_status = 502
+
+
+class EventHandlerError(ReactomeAnswersError):
+    """The callback handler itself failed (a bug in it); the answer ends as failed."""
+
+    code = "handler_failed"
+    http_status = 500
 
 
 class EventLogError(ReactomeAnswersError):

@@ -26,6 +26,7 @@ import threading
 import time
 import uuid
 from collections.abc import AsyncGenerator, Iterator, Sequence
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from functools import cached_property
 from typing import Any
@@ -41,12 +42,14 @@ from langchain_core.messages import BaseMessage
 from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda, RunnablePassthrough
 
-from callbacks.events import DoneEvent, Event
+from callbacks.events import DoneEvent, ErrorEvent, Event
 from callbacks.handler import ANSWER_TAG, RETRIEVAL_TAG, AnswerEventHandler
 from callbacks.log import EventLog, log_file_name, prune_configured_logs
 from pipelines.definitions import check_collection_names
-from pipelines.errors import ReactomeAnswersError
+from pipelines.errors import ModelError, ReactomeAnswersError
 from pipelines.prompts import answer_messages
+from pipelines.questions import refusal_for
+from pipelines.redaction import one_line
 from pipelines.settings import Settings, load_settings
 from pipelines.sources import number_sources
 
@@ -60,6 +63,20 @@ NOTHING_FOUND = (
 )
 
 History = Sequence[tuple[str, str]]
+
+
+@contextmanager
+def _model_errors() -> Iterator[None]:
+    """Whatever the model's client raises (HTTP errors, a dropped connection, llama.cpp)
+    becomes a :class:`ModelError`; our own errors, the handler's among them, pass through."""
+    try:
+        yield
+    except ReactomeAnswersError:
+        raise
+    except Exception as error:
+        raise ModelError(
+            f"the answer model failed ({one_line(error)})", fix="try again, or check the model"
+        ) from error
 
 
 def _text_of(content: Any) -> str:
@@ -96,11 +113,14 @@ class AnswerPipeline:
         embeddings: Embeddings | None = None,
         client: Any = None,
         retriever: Runnable[str, list[Document]] | None = None,
-        raise_handler_errors: bool = False,
+        raise_handler_errors: bool = True,
     ) -> None:
         """Everything is built from ``settings`` unless given: tests and embedders can pass
         their own models, embeddings, Chroma client, or a whole retriever (any Runnable from a
-        question to documents; it is tagged as the retrieval run here)."""
+        question to documents; it is tagged as the retrieval run here).
+
+        ``raise_handler_errors`` lets a failure inside the event handler end the answer with
+        ``error`` then ``done`` (``failed``); off, LangChain logs it and carries on."""
         self.settings = settings or load_settings()
         self._retriever = retriever
         self._logs_pruned_at: float | None = None
@@ -212,13 +232,15 @@ class AnswerPipeline:
             messages = prompt(inputs)
             if messages is None:
                 return ""
-            return "".join(_text_of(c.content) for c in answer_model.stream(messages, config))
+            with _model_errors():
+                return "".join(_text_of(c.content) for c in answer_model.stream(messages, config))
 
         async def aanswer(inputs: dict[str, Any], config: RunnableConfig) -> str:
             messages = prompt(inputs)
             if messages is None:
                 return ""
-            parts = [_text_of(c.content) async for c in answer_model.astream(messages, config)]
+            with _model_errors():
+                parts = [_text_of(c.content) async for c in answer_model.astream(messages, config)]
             return "".join(parts)
 
         return (
@@ -230,14 +252,7 @@ class AnswerPipeline:
 
     def _check_question(self, question: str) -> str | None:
         """Why the question is refused, or None."""
-        if not question.strip():
-            return "The question is empty; ask about a pathway, a gene, a disease or the website."
-        if len(question) > self.settings.max_question_chars:
-            return (
-                f"The question is {len(question):,} characters long; the limit is "
-                f"{self.settings.max_question_chars:,}. Ask something shorter."
-            )
-        return None
+        return refusal_for(question, self.settings.max_question_chars)
 
     async def _run(self, handler: AnswerEventHandler, inputs: dict[str, Any]) -> None:
         config: RunnableConfig = {"callbacks": [handler], "run_name": "reactome-answers"}
@@ -263,7 +278,7 @@ class AnswerPipeline:
             handler.fail(error.code, str(error))
             return
         except Exception as error:
-            handler.fail("internal", f"{type(error).__name__}: {error}")
+            handler.fail("internal", one_line(error))
             return
         if not handler.retrieval_ended or (not handler.sources and not handler.context):
             handler.finish("nothing_found", text=NOTHING_FOUND)
@@ -396,13 +411,20 @@ class AnswerPipeline:
         return events.get_nowait()
 
     async def ainvoke(self, question: str, **options: Any) -> dict[str, Any]:
-        """The JSON result: the ``done`` event's data plus ``request_id``."""
+        """The JSON result: the ``done`` event's data plus ``request_id``, and for a failed
+        answer the ``error`` event's data (``code``, ``message``) as ``error``."""
         done: DoneEvent | None = None
+        error: ErrorEvent | None = None
         async for event in self.astream(question, **options):
             if isinstance(event, DoneEvent):
                 done = event
+            elif isinstance(event, ErrorEvent):
+                error = event
         assert done is not None
-        return {"request_id": done.request_id, **done.data.model_dump(mode="json")}
+        result = {"request_id": done.request_id, **done.data.model_dump(mode="json")}
+        if error is not None:
+            result["error"] = error.data.model_dump(mode="json")
+        return result
 
     def stream(self, question: str, **options: Any) -> Iterator[Event]:
         """:meth:`astream` for synchronous callers (the work runs on its own event loop).

@@ -36,11 +36,25 @@ from pipelines.definitions import check_collection_names
 from pipelines.errors import ReactomeAnswersError
 from pipelines.expander import Expansion, expander_messages, parse_expansion, rule_expansion
 from pipelines.keyword_index import KeywordIndex
+from pipelines.redaction import one_line
 from pipelines.settings import Settings
 
-__all__ = ["EXPANDER_TAG", "RANKINGS", "Ranking", "ReactomeRetriever"]
+__all__ = ["EXPANDER_TAG", "EXPANSION_FALLBACK", "RANKINGS", "Ranking", "ReactomeRetriever"]
 
 EXPANDER_TAG = "reactome-answers:expander"
+# The custom callback event that says the expander's own expansion was not used, and why;
+# the event log records it.
+EXPANSION_FALLBACK = "reactome-answers:expansion-fallback"
+
+
+def _fallback_data(expansion: Expansion) -> dict[str, Any]:
+    return {
+        "reason": expansion.fallback,
+        "queries": expansion.queries,
+        "collections": expansion.collections,
+    }
+
+
 _RRF_K = 60
 # How candidates are found and ordered; the default is the last. The others exist so the
 # evaluation (tests/benchmarks/eval_quality.py) can compare them on the same index.
@@ -104,8 +118,11 @@ class ReactomeRetriever(BaseRetriever):
     def _fallback(
         self, question: str, history: Sequence[tuple[str, str]], error: Exception
     ) -> Expansion:
-        rules = rule_expansion(question, history, self.max_queries)
-        return Expansion(rules.queries, rules.collections, fallback=f"expander failed: {error!r}")
+        # The question alone (made standalone from the history), routed by the rules: a
+        # failing model is no reason to search for anything the user did not ask.
+        alone = rule_expansion(question, history, max_queries=0)
+        reason = f"expander failed ({one_line(error)}); searched the question alone"
+        return Expansion(alone.queries, alone.collections, fallback=reason)
 
     def _expander_call(
         self,
@@ -300,6 +317,10 @@ class ReactomeRetriever(BaseRetriever):
         collections: Sequence[str] | None = None,
     ) -> list[Document]:
         expansion = self._expand(query, history, run_manager)
+        if expansion.fallback:
+            run_manager.get_child().on_custom_event(
+                EXPANSION_FALLBACK, _fallback_data(expansion), run_id=run_manager.run_id
+            )
         chosen = self._collections_for(expansion, collections)
         return self.search(expansion, chosen, k or self.k)
 
@@ -313,5 +334,9 @@ class ReactomeRetriever(BaseRetriever):
         collections: Sequence[str] | None = None,
     ) -> list[Document]:
         expansion = await self._aexpand(query, history, run_manager)
+        if expansion.fallback:
+            await run_manager.get_child().on_custom_event(
+                EXPANSION_FALLBACK, _fallback_data(expansion), run_id=run_manager.run_id
+            )
         chosen = self._collections_for(expansion, collections)
         return await asyncio.to_thread(self.search, expansion, chosen, k or self.k)

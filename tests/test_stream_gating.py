@@ -190,7 +190,7 @@ def test_a_model_failing_mid_stream_ends_with_error_then_done_failed() -> None:
     events = run(pipeline)
     assert "".join(t.data.text for t in of_type(events, TokenEvent)) == "ABCA1 "
     (error,) = of_type(events, ErrorEvent)
-    assert error.data.code == "internal"
+    assert error.data.code == "model_failed"
     assert "FakeListChatModelError" in error.data.message
     done = events[-1]
     assert isinstance(done, DoneEvent)

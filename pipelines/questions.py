@@ -1,0 +1,71 @@
+"""Questions refused before any search or model call, each with a message saying why.
+
+Empty and overlong questions; text that is not text (control characters, as from a binary
+file pasted or piped in); and requests for advice about one's own treatment, which a pathway
+database cannot give safely however relevant its pathways look.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+__all__ = ["refusal_for"]
+
+_EMPTY = "The question is empty; ask about a pathway, a gene, a disease or the website."
+_NOT_TEXT = (
+    "The question contains control characters, so it does not look like text; "
+    "ask in words about a pathway, a gene, a disease or the website."
+)
+_MEDICAL = (
+    "Reactome describes biological pathways; it cannot advise on your own treatment, doses or "
+    "symptoms. Please ask a doctor or pharmacist. You can ask how a drug or disease works."
+)
+_WHITESPACE = "\t\n\r"
+# A decision about one's own care: first person deciding ("should I", "is it safe for me")
+# about something medical, or one's own dose or medication named outright. Either alone is
+# not enough: "Can I use the pathway browser offline?" is a fine question.
+_DECISION_RE = re.compile(
+    r"\b(?:should|can|could|may|must)\s+I\s+(?:\w+\s+)?"
+    r"(?:take|stop|start|quit|skip|double|halve|increase|decrease|reduce|lower|raise|switch|"
+    r"combine|mix|keep|go\s+off)\b"
+    r"|\bis\s+it\s+safe\s+for\s+me\b",
+    re.IGNORECASE,
+)
+_CARE_RE = re.compile(
+    r"\b(?:dose|doses|dosage|mg|medications?|medicines?|meds|drugs?|pills?|tablets?|"
+    r"prescri\w*|treatments?|therap\w*|chemo\w*|surgery|pregnan\w*|side\s+effects?|"
+    r"statins?|aspirin|ibuprofen|paracetamol|acetaminophen|insulin|metformin|antibiotics?|"
+    r"vaccines?|supplements?)\b",
+    re.IGNORECASE,
+)
+_OWN_CARE_RE = re.compile(
+    r"\bmy\s+(?:own\s+)?(?:dose|doses|dosage|medications?|medicines?|meds|prescriptions?|"
+    r"pills?|tablets?|chemo\w*)\b",
+    re.IGNORECASE,
+)
+
+
+def _has_control_characters(question: str) -> bool:
+    return any(
+        unicodedata.category(character) in ("Cc", "Cs", "Co") and character not in _WHITESPACE
+        for character in question
+    )
+
+
+def refusal_for(question: str, max_chars: int) -> str | None:
+    """Why ``question`` is refused, or None when it may be answered."""
+    if not question.strip():
+        return _EMPTY
+    if len(question) > max_chars:
+        return (
+            f"The question is {len(question):,} characters long; the limit is {max_chars:,}. "
+            "Ask something shorter."
+        )
+    if _has_control_characters(question):
+        return _NOT_TEXT
+    if _OWN_CARE_RE.search(question) or (
+        _DECISION_RE.search(question) and _CARE_RE.search(question)
+    ):
+        return _MEDICAL
+    return None

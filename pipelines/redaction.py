@@ -1,0 +1,32 @@
+"""Credentials kept out of everything a user, an event or a log can see."""
+
+from __future__ import annotations
+
+import os
+import re
+
+__all__ = ["one_line", "redact_secrets"]
+
+# Names of environment variables whose values are credentials (OPENAI_API_KEY, HF_TOKEN...).
+_SECRET_NAME_RE = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL", re.IGNORECASE)
+# Credentials in a message even when they are not in our environment: an OpenAI-style key,
+# an Authorization header's value.
+_SECRET_SHAPE_RE = re.compile(r"\bsk-[A-Za-z0-9_\-]{6,}|(?<=Bearer )\S+", re.IGNORECASE)
+_REDACTED = "[redacted]"
+
+
+def redact_secrets(text: str) -> str:
+    """``text`` with every credential replaced: the values of environment variables named
+    like keys or tokens, and anything shaped like an API key or a bearer token. Applied to
+    every message that can reach a user, an event or a log."""
+    for name, value in os.environ.items():
+        if len(value) >= 6 and _SECRET_NAME_RE.search(name) and value in text:
+            text = text.replace(value, _REDACTED)
+    return _SECRET_SHAPE_RE.sub(_REDACTED, text)
+
+
+def one_line(error: BaseException, limit: int = 300) -> str:
+    """``Type: message`` of an error we did not raise ourselves, on one line, redacted."""
+    text = " ".join(f"{type(error).__name__}: {error}".split())
+    text = redact_secrets(text)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
