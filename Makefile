@@ -55,8 +55,8 @@ demo: $(BIN)/.installed
 	$(BIN)/reactome-answers ask "What causes Tangier disease, and what does ABCA1 do?"
 
 # Speed against the classic LangChain stack on ../shared/data plus the reaction summaries
-# (the first run ingests them: about 15 minutes); tables, results/bench.json and .png; then
-# ingestion throughput and peak memory from scratch (another 15 minutes).
+# (the first run ingests them: about 4 minutes); tables, results/bench.json and .png; then
+# ingestion throughput and peak memory from scratch (another 4 minutes).
 bench: $(BIN)/.installed
 	$(BIN)/python -m tests.benchmarks.bench_performance
 	$(BIN)/python -m tests.benchmarks.ingest_throughput --with-reactions

@@ -208,7 +208,7 @@ def create_app(
             report["store"] = "ok"
             report["collections"] = {info.name: info.documents for info in infos}
         except ReactomeAnswersError as error:
-            report["store"] = str(error)
+            report["store"] = redact_secrets(str(error))
             report["collections"] = {}
         missing = [name for name in COLLECTION_NAMES if name not in report["collections"]]
         report["missing"] = missing

@@ -14,6 +14,7 @@ One handler serves one request; nothing is shared between requests.
 from __future__ import annotations
 
 import functools
+import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -50,6 +51,17 @@ from pipelines.sources import Source, number_sources
 from pipelines.tokens import count_tokens
 
 __all__ = ["ANSWER_TAG", "EXPANDER_TAG", "RETRIEVAL_TAG", "AnswerEventHandler"]
+
+
+class _Reraised(logging.Filter):
+    """LangChain logs a handler's error before re-raising it; ours is re-raised (the
+    pipeline turns it into an ``error`` event), so that second report is noise."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "AnswerEventHandler." not in record.getMessage()
+
+
+logging.getLogger("langchain_core.callbacks.manager").addFilter(_Reraised())
 
 RETRIEVAL_TAG = "reactome-answers:retrieval"
 ANSWER_TAG = "reactome-answers:answer"
@@ -177,6 +189,7 @@ class AnswerEventHandler(BaseCallbackHandler):
         )
         self.run_map[run_id] = _Run(kind, name, tuple(tags or ()), parent_run_id)
 
+    @_guarded
     def on_chain_start(
         self,
         serialized: dict[str, Any] | None,
@@ -189,6 +202,7 @@ class AnswerEventHandler(BaseCallbackHandler):
     ) -> None:
         self._register("chain", run_id, parent_run_id, tags, str(kwargs.get("name") or ""))
 
+    @_guarded
     def on_chat_model_start(
         self,
         serialized: dict[str, Any] | None,
@@ -201,6 +215,7 @@ class AnswerEventHandler(BaseCallbackHandler):
     ) -> None:
         self._register("model", run_id, parent_run_id, tags, str(kwargs.get("name") or ""))
 
+    @_guarded
     def on_llm_start(
         self,
         serialized: dict[str, Any] | None,
@@ -213,6 +228,7 @@ class AnswerEventHandler(BaseCallbackHandler):
     ) -> None:
         self._register("model", run_id, parent_run_id, tags, str(kwargs.get("name") or ""))
 
+    @_guarded
     def on_retriever_start(
         self,
         serialized: dict[str, Any] | None,
@@ -241,6 +257,7 @@ class AnswerEventHandler(BaseCallbackHandler):
             run_id = run.parent_run_id
         return False
 
+    @_guarded
     def on_custom_event(
         self,
         name: str,
@@ -277,8 +294,7 @@ class AnswerEventHandler(BaseCallbackHandler):
         if run_id != self.retrieval_run_id or self.retrieval_ended:
             return
         sources, context = number_sources(documents, cite_urls=self.cite_urls)
-        self._answer.sources, self._answer.context = sources, context
-        for source in sources:
+        for number, source in enumerate(sources):
             data = CitationData(
                 n=source.n,
                 st_id=source.st_id,
@@ -286,7 +302,10 @@ class AnswerEventHandler(BaseCallbackHandler):
                 display_name=source.display_name,
                 collection=source.collection,
             )
+            # Kept one by one: should a later one fail, done may list only what was sent.
             self._send(CitationEvent, data)
+            self._answer.sources = sources[: number + 1]
+        self._answer.context = context
         # Only now may answer tokens flow: the sources are complete.
         self.retrieval_ended = True
 
@@ -311,9 +330,9 @@ class AnswerEventHandler(BaseCallbackHandler):
             return
         if self._answer.first_token_ms is None:
             self._answer.first_token_ms = round((self._clock() - self._started) * 1000, 3)
-        self._answer.parts.append(token)
         data = TokenData(text=token)
         self._send(TokenEvent, data)
+        self._answer.parts.append(token)  # once sent: done.text holds only what was streamed
 
     # --- the end --------------------------------------------------------------------------
 
@@ -322,7 +341,8 @@ class AnswerEventHandler(BaseCallbackHandler):
 
         ``text`` replaces the streamed answer (a refusal, a "nothing found" message, or the
         reply of a model that did not stream). A failed answer keeps the references its
-        partial text cites; a refused or empty one has none, and no markers either.
+        partial text cites (all it had, when the text cites none, as for any answer); a
+        refused or empty one has none, and no markers either.
         """
         self._note("finish", state=state, text=text)
         sources = self._answer.sources if state in ("answered", "failed") else []

@@ -21,6 +21,7 @@ from typing import IO, Any
 
 from callbacks.events import Event, parse_event, to_jsonl
 from pipelines.errors import EventLogError
+from pipelines.redaction import redact_secrets
 from pipelines.settings import Settings
 
 __all__ = [
@@ -134,11 +135,11 @@ class EventLog:
             return
         self._write({"kind": "header", "schema": LOG_SCHEMA_VERSION, **header})
 
-    def _fail(self, error: OSError) -> None:
+    def _fail(self, error: Exception) -> None:
         if not self._failed:
             self._failed = True
-            print(f"reactome-answers: warning: event log {self.path} not written ({error})",
-                  file=sys.stderr)  # fmt: skip
+            print(f"reactome-answers: warning: event log {self.path} not written "
+                  f"({redact_secrets(str(error))})", file=sys.stderr)  # fmt: skip
         self._close_quietly()
 
     def _close_quietly(self) -> None:
@@ -151,10 +152,15 @@ class EventLog:
     def _write(self, record: dict[str, Any]) -> None:
         if self._stream is None:
             return
+        line = json.dumps(record, ensure_ascii=False, default=str)
         try:
-            self._stream.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
+            line.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate: JSON's escapes carry it exactly
+            line = json.dumps(record, default=str)
+        try:
+            self._stream.write(line + "\n")
             self._stream.flush()
-        except OSError as error:
+        except (OSError, ValueError) as error:
             self._fail(error)
 
     @property

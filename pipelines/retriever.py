@@ -33,7 +33,7 @@ from pydantic import ConfigDict, Field, PrivateAttr
 
 from pipelines import store
 from pipelines.definitions import check_collection_names
-from pipelines.errors import ReactomeAnswersError
+from pipelines.errors import EventHandlerError, ReactomeAnswersError
 from pipelines.expander import Expansion, expander_messages, parse_expansion, rule_expansion
 from pipelines.keyword_index import KeywordIndex
 from pipelines.redaction import one_line
@@ -147,6 +147,8 @@ class ReactomeRetriever(BaseRetriever):
         messages, config = self._expander_call(question, history, run_manager)
         try:
             reply = self.expander.invoke(messages, config=config)
+        except EventHandlerError:
+            raise  # our own handler broke, not the expander
         except Exception as error:  # the expander must never sink the answer
             return self._fallback(question, history, error)
         return self._expansion_from(reply, question, history)
@@ -160,6 +162,8 @@ class ReactomeRetriever(BaseRetriever):
         messages, config = self._expander_call(question, history, run_manager)
         try:
             reply = await self.expander.ainvoke(messages, config=config)
+        except EventHandlerError:
+            raise
         except Exception as error:  # CancelledError is not an Exception: it propagates
             return self._fallback(question, history, error)
         return self._expansion_from(reply, question, history)

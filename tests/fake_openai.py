@@ -5,8 +5,8 @@ request that asked: the expansion routes the asked question, the answer quotes t
 and cites the first one or two numbered sources it was given. ``behaviour`` makes it fail:
 
 - ``ok``: stream the reply, one word per chunk;
-- ``fail_before``: HTTP 500 before any token, its body echoing the request's API key (as a
-  careless proxy would), so tests can check the key never reaches a user;
+- ``fail_before``: HTTP 500 before any token, its body echoing the request's API key bare
+  (as a careless proxy would), so tests can check the key never reaches a user;
 - ``fail_mid``: stream three words, then drop the connection;
 - ``hang``: accept the request and never answer;
 - ``expander_fails``: HTTP 500 for the expander only; answers normally;
@@ -82,7 +82,8 @@ def _handler(fake: FakeChat) -> type[BaseHTTPRequestHandler]:
             if behaviour == "forge" and not expander:
                 reply = FORGED
             if behaviour == "fail_before" or (behaviour == "expander_fails" and expander):
-                said = f"upstream broke for {self.headers['Authorization']}"
+                key = self.headers["Authorization"].removeprefix("Bearer ")
+                said = f"upstream broke for key {key}"
                 payload = json.dumps({"error": {"message": said, "type": "server_error"}}).encode()
                 self.send_response(500)
                 self.send_header("Content-Type", "application/json")

@@ -20,7 +20,7 @@ import pytest
 from langchain_core.embeddings import Embeddings
 from langchain_core.language_models import FakeListChatModel
 
-from callbacks.events import ErrorEvent, Event, TokenEvent
+from callbacks.events import CitationEvent, ErrorEvent, Event, TokenEvent
 from callbacks.log import read_log
 from callbacks.replay import comparable
 from pipelines.ingest import ingest, locate_sources, sample_dir
@@ -33,7 +33,9 @@ from tests.invariants import check_stream
 from tests.servers import free_port, serve_command, wait_until_serving
 from tests.sse import parse_sse
 
-SECRET = "sk-test-0123456789abcdefSECRET"
+# Not shaped like an OpenAI key, and echoed by the fake server without "Bearer ": only the
+# rule that redacts the values of credential variables can catch it.
+SECRET = "local-credential-0123456789abcdef"
 QUESTION = "What causes Tangier disease?"
 
 
@@ -93,8 +95,10 @@ def test_a_failing_model_fails_every_surface_cleanly(sample_home: Path, chat: Fa
         logged = logged_events(sample_home, done.request_id)
         assert [comparable(e) for e in logged] == [comparable(e) for e in events]
         if chat.behaviour == "fail_mid":
-            # What streamed before the drop stays, with the sources it cites.
-            assert any(isinstance(e, TokenEvent) for e in events)
+            # What streamed before the drop stays in done.text.
+            streamed = "".join(e.data.text for e in events if isinstance(e, TokenEvent))
+            assert streamed
+            assert done.data.text == streamed
 
         response = httpx.post(f"{served.base}/v1/answer", json={"question": QUESTION}, timeout=60)
         assert response.status_code == {"model_failed": 502, "timeout": 504}[code]
@@ -104,6 +108,8 @@ def test_a_failing_model_fails_every_surface_cleanly(sample_home: Path, chat: Fa
         assert result["error"]["message"]
         assert_clean(response.text)
     assert_clean(served.stderr)
+    for log in (sample_home / "logs").glob("*.jsonl"):
+        assert SECRET not in log.read_text(encoding="utf-8")
     # The key went to the model server, as it should, and nowhere else.
     assert any(SECRET in request["auth"] for request in chat.requests)
 
@@ -184,7 +190,24 @@ def test_an_exception_inside_the_handler_fails_the_answer(
     events = list(pipeline.stream(QUESTION))
     done = check_stream(events)
     assert [e.data.code for e in events if isinstance(e, ErrorEvent)] == ["handler_failed"]
-    assert len([e for e in events if isinstance(e, TokenEvent)]) == 4
+    tokens = [e.data.text for e in events if isinstance(e, TokenEvent)]
+    assert len(tokens) == 4
+    assert done.data.text == "".join(tokens)
+    monkeypatch.undo()
+
+    # Between two citations: done lists only sources that were sent as citations.
+    real_citation = CitationEvent
+
+    def fails_on_the_second_citation(**fields: Any) -> CitationEvent:
+        if fields["data"].n == 2:
+            raise ValueError("citation two")
+        return real_citation(**fields)
+
+    monkeypatch.setattr("callbacks.handler.CitationEvent", fails_on_the_second_citation)
+    result = pipeline.invoke(QUESTION)  # the Python surface: the error comes with the result
+    assert result["state"] == "failed"
+    assert result["error"]["code"] == "handler_failed"
+    assert [r["n"] for r in result["references"]] == [1]
 
 
 def test_a_full_disk_for_the_log_reports_once_and_the_answer_completes(
@@ -298,3 +321,21 @@ def test_a_missing_embedding_model_is_a_clear_failure(
     with serve_command(sample_home) as served:
         _fails_with(served.base, "model_failed", 502)
     assert "Traceback" not in served.stderr
+
+
+def test_lone_surrogates_in_a_question_or_a_token_are_logged_and_replayed(
+    sample_home: Path, minilm: Embeddings
+) -> None:
+    # The CLI turns undecodable argv bytes into lone surrogates; models can emit them too.
+    pipeline = AnswerPipeline(
+        load_settings(home=sample_home),
+        embeddings=minilm,
+        answer_model=FakeListChatModel(responses=["ABCA1 \udcff exports cholesterol [1]."]),
+        expander_model=FakeListChatModel(responses=["{}"]),
+    )
+    refused = check_stream(list(pipeline.stream("What is \udcff ABCA1?")))
+    assert refused.data.state == "refused"
+    answered = check_stream(list(pipeline.stream(QUESTION)))
+    assert answered.data.state == "answered"
+    for done in (refused, answered):  # both logs exist; conftest replays them at the end
+        assert list((sample_home / "logs").glob(f"*-{done.request_id}.jsonl"))

@@ -21,6 +21,7 @@ from app.server import create_app
 from callbacks.events import CitationEvent, DoneEvent, Event, Reference, parse_event
 from pipelines.pipeline import AnswerPipeline
 from pipelines.settings import load_settings
+from tests.forged import FORGED_QUESTION, build_forged_home
 from tests.invariants import check_stream
 from tests.servers import serve, serve_command
 from tests.test_stream_gating import ABCA1, CDK5, make_pipeline
@@ -261,3 +262,21 @@ def test_the_page_shows_a_replayed_answer(page: Any, isolated_home: Path) -> Non
         assert page.inner_text("#answer").strip() == done.data.text
         assert shown_sources(page) == expected_sources(done.data.references)
         assert [n for n, _ in marker_links(page)] == ["1", "2"]
+
+
+def test_forged_source_names_and_texts_show_as_text(
+    page: Any, tmp_path_factory: pytest.TempPathFactory, minilm: Embeddings
+) -> None:
+    home = build_forged_home(tmp_path_factory.mktemp("forged-page"), minilm)
+    with serve_command(home, "--no-log") as server:
+        assert ask(page, server.base, FORGED_QUESTION) == "answered"
+
+        names = [name for _, _, name in shown_sources(page)]
+        assert any("<img src=x" in name for name in names)
+        assert any("</script><script>" in name for name in names)
+        assert "[99]" not in page.inner_text("#answer")
+        assert (
+            page.locator("#answer img, #answer script, #sources img, #sources script").count() == 0
+        )
+        assert page.evaluate("window.forged === undefined")
+        assert page.problems == []

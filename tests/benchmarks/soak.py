@@ -66,6 +66,9 @@ def soak(
         finally:
             process.terminate()
             process.join(timeout=10)
+            if process.is_alive():
+                process.kill()
+                process.join(timeout=10)
     first, last = rounds[0], rounds[-1]
     requests_after_warmup = streams * (len(rounds) - 1)
     growth = last["rss_mb"] - first["rss_mb"]
@@ -91,13 +94,26 @@ def _positive(text: str) -> float:
     return value
 
 
+def _at_least_one(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text} is below 1")
+    return value
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--minutes", type=_positive, default=3.0, help="time limit (default 3)")
-    parser.add_argument("--streams", type=int, default=200, help="concurrent streams per round")
-    parser.add_argument("--max-rounds", type=int, default=50, help="round limit (default 50)")
-    parser.add_argument("--tokens", type=int, default=100, help="tokens per answer")
-    parser.add_argument("--gap-ms", type=float, default=2.0, help="model delay between tokens")
+    parser.add_argument(
+        "--streams", type=_at_least_one, default=200, help="concurrent streams per round"
+    )
+    parser.add_argument(
+        "--max-rounds", type=_at_least_one, default=50, help="round limit (default 50)"
+    )
+    parser.add_argument("--tokens", type=_at_least_one, default=100, help="tokens per answer")
+    parser.add_argument(
+        "--gap-ms", type=float, default=2.0, help="model delay between tokens (default 2)"
+    )
     args = parser.parse_args(argv)
     summary = soak(
         minutes=args.minutes,
