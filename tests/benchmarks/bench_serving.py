@@ -19,7 +19,8 @@ import json
 import multiprocessing
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import httpx
@@ -96,7 +97,9 @@ async def _drive(base: str, streams: int) -> list[dict[str, Any] | BaseException
         )
 
 
-def bench_serving(streams: int, *, tokens: int = 300, gap_ms: float = 2.0) -> dict[str, Any]:
+@contextmanager
+def fake_app_served(*, tokens: int, gap_ms: float) -> Iterator[tuple[str, int]]:
+    """The app with the fake model and retriever in its own process: (base url, pid)."""
     port = free_port()
     with tempfile.TemporaryDirectory() as home:
         process = multiprocessing.get_context("spawn").Process(
@@ -106,12 +109,21 @@ def bench_serving(streams: int, *, tokens: int = 300, gap_ms: float = 2.0) -> di
         base = f"http://127.0.0.1:{port}"
         try:
             wait_until_serving(f"{base}/docs", process.is_alive)
-            started = time.perf_counter()
-            outcomes = asyncio.run(_drive(base, streams))
-            seconds = time.perf_counter() - started
+            assert process.pid is not None
+            yield base, process.pid
         finally:
             process.terminate()
             process.join(timeout=10)
+            if process.is_alive():
+                process.kill()
+                process.join(timeout=10)
+
+
+def bench_serving(streams: int, *, tokens: int = 300, gap_ms: float = 2.0) -> dict[str, Any]:
+    with fake_app_served(tokens=tokens, gap_ms=gap_ms) as (base, _):
+        started = time.perf_counter()
+        outcomes = asyncio.run(_drive(base, streams))
+        seconds = time.perf_counter() - started
     finished = [o for o in outcomes if isinstance(o, dict)]
     gaps = [gap for o in finished for gap in o["gaps"]]
 

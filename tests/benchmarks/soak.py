@@ -16,14 +16,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import multiprocessing
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from tests.benchmarks.bench_serving import _drive, _serve
-from tests.servers import free_port, wait_until_serving
+from tests.benchmarks.bench_serving import _drive, fake_app_served
 
 
 def resident_mb(pid: int) -> float:
@@ -36,39 +33,24 @@ def resident_mb(pid: int) -> float:
 def soak(
     *, minutes: float, streams: int, max_rounds: int, tokens: int, gap_ms: float
 ) -> dict[str, Any]:
-    port = free_port()
     rounds: list[dict[str, Any]] = []
-    with tempfile.TemporaryDirectory() as home:
-        process = multiprocessing.get_context("spawn").Process(
-            target=_serve, args=(port, tokens, gap_ms, home), daemon=True
-        )
-        process.start()
-        base = f"http://127.0.0.1:{port}"
-        try:
-            wait_until_serving(f"{base}/docs", process.is_alive)
-            assert process.pid is not None
-            deadline = time.monotonic() + minutes * 60
-            while len(rounds) < max_rounds and (not rounds or time.monotonic() < deadline):
-                started = time.perf_counter()
-                outcomes = asyncio.run(_drive(base, streams))
-                finished = [o for o in outcomes if isinstance(o, dict)]
-                rounds.append(
-                    {
-                        "round": len(rounds) + 1,
-                        "seconds": round(time.perf_counter() - started, 2),
-                        "completed": sum(o["completed"] for o in finished),
-                        "errors": len(outcomes) - len(finished),
-                        "mixed": sum(not o["own"] for o in finished),
-                        "rss_mb": round(resident_mb(process.pid), 1),
-                    }
-                )
-                print(json.dumps(rounds[-1]), flush=True)
-        finally:
-            process.terminate()
-            process.join(timeout=10)
-            if process.is_alive():
-                process.kill()
-                process.join(timeout=10)
+    with fake_app_served(tokens=tokens, gap_ms=gap_ms) as (base, pid):
+        deadline = time.monotonic() + minutes * 60
+        while len(rounds) < max_rounds and (not rounds or time.monotonic() < deadline):
+            started = time.perf_counter()
+            outcomes = asyncio.run(_drive(base, streams))
+            finished = [o for o in outcomes if isinstance(o, dict)]
+            rounds.append(
+                {
+                    "round": len(rounds) + 1,
+                    "seconds": round(time.perf_counter() - started, 2),
+                    "completed": sum(o["completed"] for o in finished),
+                    "errors": len(outcomes) - len(finished),
+                    "mixed": sum(not o["own"] for o in finished),
+                    "rss_mb": round(resident_mb(pid), 1),
+                }
+            )
+            print(json.dumps(rounds[-1]), flush=True)
     first, last = rounds[0], rounds[-1]
     requests_after_warmup = streams * (len(rounds) - 1)
     growth = last["rss_mb"] - first["rss_mb"]
