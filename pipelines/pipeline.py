@@ -25,6 +25,7 @@ import sys
 import threading
 import time
 import uuid
+import weakref
 from collections.abc import AsyncGenerator, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -138,6 +139,8 @@ class AnswerPipeline:
         self._logs_pruned_at: float | None = None
         self._releases: tuple[float, dict[str, dict[str, str]]] | None = None
         self.raise_handler_errors = raise_handler_errors
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_lock = threading.Lock()
         self._embeddings = embeddings
         self._answer_model = answer_model
         self._expander_model = expander_model
@@ -315,7 +318,11 @@ class AnswerPipeline:
         events: asyncio.Queue[Event] = asyncio.Queue()
         # In a worker thread: reading the collections' releases and pruning old logs touch the
         # store and the disk, which must not stall the other streams on this event loop.
-        log = await asyncio.to_thread(self._open_log, request_id, question, collections, options)
+        log = (
+            await asyncio.to_thread(self._open_log, request_id, question, collections, options)
+            if self.settings.event_logs
+            else None
+        )
 
         def emit(event: Event) -> None:
             events.put_nowait(event)
@@ -428,13 +435,31 @@ class AnswerPipeline:
         answer the ``error`` event's data (``code``, ``message``) as ``error``."""
         return _result([event async for event in self.astream(question, **options)])
 
+    def _stream_loop(self) -> asyncio.AbstractEventLoop:
+        """One event loop in a daemon thread for every :meth:`stream` of this pipeline; a
+        loop (and its thread pool) per call cost a few milliseconds before each answer."""
+        with self._loop_lock:
+            if self._loop is None:
+                loop = asyncio.new_event_loop()
+
+                def run() -> None:
+                    loop.run_forever()
+                    loop.close()
+
+                threading.Thread(target=run, name="reactome-answers-stream", daemon=True).start()
+                # The thread ends with the pipeline: nothing else holds the loop.
+                weakref.finalize(self, loop.call_soon_threadsafe, loop.stop)
+                self._loop = loop
+            return self._loop
+
     def stream(self, question: str, **options: Any) -> Iterator[Event]:
-        """:meth:`astream` for synchronous callers (the work runs on its own event loop).
+        """:meth:`astream` for synchronous callers (the work runs on the pipeline's own event
+        loop, in a thread of its own).
 
         Leaving the loop early cancels the work at once, as a disconnecting client would.
         """
         events: queue.Queue[Event | BaseException] = queue.Queue()
-        loop = asyncio.new_event_loop()
+        finished = threading.Event()
 
         async def pump() -> None:
             try:
@@ -442,10 +467,10 @@ class AnswerPipeline:
                     events.put(event)
             except BaseException as error:  # delivered to the caller's thread
                 events.put(error)
+            finally:
+                finished.set()
 
-        task = loop.create_task(pump())
-        worker = threading.Thread(target=loop.run_until_complete, args=(task,), daemon=True)
-        worker.start()
+        work = asyncio.run_coroutine_threadsafe(pump(), self._stream_loop())
         try:
             while True:
                 item = events.get()
@@ -457,10 +482,8 @@ class AnswerPipeline:
                 if isinstance(item, DoneEvent):
                     break
         finally:
-            if not task.done():
-                loop.call_soon_threadsafe(task.cancel)
-            worker.join()
-            loop.close()
+            work.cancel()
+            finished.wait()  # the cancelled work has cleaned up (its log is closed)
 
     def invoke(self, question: str, **options: Any) -> dict[str, Any]:
         """:meth:`ainvoke` for synchronous callers."""

@@ -7,6 +7,8 @@ Every stream is checked against the invariants of DESIGN.md.
 from __future__ import annotations
 
 import asyncio
+import gc
+import threading
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -255,6 +257,22 @@ def test_leaving_a_sync_stream_does_not_wait_for_the_model() -> None:
         if isinstance(event, CitationEvent):
             break
     assert time.monotonic() - started < 20
+
+
+def test_sync_streams_share_one_loop_thread_that_ends_with_the_pipeline() -> None:
+    before = set(threading.enumerate())
+    pipeline, _, _ = make_pipeline([ABCA1], "ABCA1 [1].")
+    for _ in range(3):
+        assert run(pipeline)[-1].type == "done"
+    (loop_thread,) = [
+        thread
+        for thread in set(threading.enumerate()) - before
+        if thread.name == "reactome-answers-stream"
+    ]
+    del pipeline
+    gc.collect()
+    loop_thread.join(timeout=10)
+    assert not loop_thread.is_alive()
 
 
 @pytest.mark.parametrize("question", ["", "   \n\t", "x" * 2001])
