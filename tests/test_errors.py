@@ -38,3 +38,13 @@ def test_message_and_fix_read_as_one_line() -> None:
 def test_package_reexports_the_hierarchy() -> None:
     for name in errors.__all__:
         assert getattr(pipelines, name) is getattr(errors, name)
+
+
+def test_an_error_events_code_maps_to_its_http_status() -> None:
+    status = errors.ReactomeAnswersError.http_status_for
+    assert status("model_failed") == 502
+    assert status("timeout") == 504
+    assert status("store_unavailable") == status("not_ingested") == 503
+    assert status("handler_failed") == status("internal") == 500
+    assert status("cancelled") == 499
+    assert status("something new") == 500
