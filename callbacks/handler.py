@@ -381,5 +381,13 @@ class AnswerEventHandler(BaseCallbackHandler):
         record, self._record = self._record, None  # fail's own finish is not a separate call
         try:
             return self.finish("failed")
+        except Exception:
+            if self.done is not None:
+                raise
+            # Finalizing is what broke: the stream still ends, with nothing it cannot vouch
+            # for (no text, no references).
+            total_ms = round((self._clock() - self._started) * 1000, 3)
+            bare = DoneData(state="failed", timings=Timings(total_ms=total_ms))
+            return self._send(DoneEvent, bare)
         finally:
             self._record = record

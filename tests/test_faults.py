@@ -339,3 +339,26 @@ def test_lone_surrogates_in_a_question_or_a_token_are_logged_and_replayed(
     assert answered.data.state == "answered"
     for done in (refused, answered):  # both logs exist; conftest replays them at the end
         assert list((sample_home / "logs").glob(f"*-{done.request_id}.jsonl"))
+
+
+def test_a_finalizer_that_breaks_still_ends_the_stream(
+    sample_home: Path, minilm: Embeddings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pipeline = AnswerPipeline(
+        load_settings(home=sample_home, event_logs=False),
+        embeddings=minilm,
+        answer_model=_answer_model(),
+        expander_model=FakeListChatModel(responses=["{}"]),
+    )
+
+    def broken(*_: Any, **__: Any) -> Any:
+        raise RuntimeError("finalizer exploded")
+
+    monkeypatch.setattr("callbacks.handler.finalize_citations", broken)
+    events = list(pipeline.stream(QUESTION))
+    done = check_stream(events)
+    assert done.data.state == "failed"
+    assert (done.data.text, done.data.references) == ("", [])
+    (error,) = [e for e in events if isinstance(e, ErrorEvent)]
+    assert error.data.code == "internal"
+    assert "finalizer exploded" in error.data.message
