@@ -149,22 +149,29 @@ def _answer_model() -> FakeListChatModel:
     return FakeListChatModel(responses=["ABCA1 moves cholesterol out of cells [1]."])
 
 
-def test_an_exception_inside_the_handler_fails_the_answer(
-    sample_home: Path, minilm: Embeddings, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # No logs: a replay runs the real handler, so it would not fail where this patched one did.
-    pipeline = AnswerPipeline(
-        load_settings(home=sample_home, event_logs=False),
-        embeddings=minilm,
+def _scripted(home: Path, embeddings: Embeddings, **settings: Any) -> AnswerPipeline:
+    return AnswerPipeline(
+        load_settings(home=home, **settings),
+        embeddings=embeddings,
         answer_model=_answer_model(),
         expander_model=FakeListChatModel(responses=["{}"]),
     )
 
-    def broken(*_: Any, **__: Any) -> Any:
-        raise RuntimeError("numbering exploded")
 
+def _raises(message: str) -> Any:
+    def broken(*_: Any, **__: Any) -> Any:
+        raise RuntimeError(message)
+
+    return broken
+
+
+def test_an_exception_inside_the_handler_fails_the_answer(
+    sample_home: Path, minilm: Embeddings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # No logs: a replay runs the real handler, so it would not fail where this patched one did.
+    pipeline = _scripted(sample_home, minilm, event_logs=False)
     # In the gate, before any citation: nothing of the answer may leak out.
-    monkeypatch.setattr("callbacks.handler.number_sources", broken)
+    monkeypatch.setattr("callbacks.handler.number_sources", _raises("numbering exploded"))
     events = list(pipeline.stream(QUESTION))
     done = check_stream(events)
     errors = [e for e in events if isinstance(e, ErrorEvent)]
@@ -226,12 +233,7 @@ def test_a_full_disk_for_the_log_reports_once_and_the_answer_completes(
         return real_open(path, mode, *args, **kwargs)
 
     monkeypatch.setattr(Path, "open", open_on_a_full_disk)
-    pipeline = AnswerPipeline(
-        load_settings(home=sample_home),
-        embeddings=minilm,
-        answer_model=_answer_model(),
-        expander_model=FakeListChatModel(responses=["{}"]),
-    )
+    pipeline = _scripted(sample_home, minilm)
     for _ in range(2):
         events = list(pipeline.stream(QUESTION))
         assert check_stream(events).data.state == "answered"
@@ -344,17 +346,8 @@ def test_lone_surrogates_in_a_question_or_a_token_are_logged_and_replayed(
 def test_a_finalizer_that_breaks_still_ends_the_stream(
     sample_home: Path, minilm: Embeddings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    pipeline = AnswerPipeline(
-        load_settings(home=sample_home, event_logs=False),
-        embeddings=minilm,
-        answer_model=_answer_model(),
-        expander_model=FakeListChatModel(responses=["{}"]),
-    )
-
-    def broken(*_: Any, **__: Any) -> Any:
-        raise RuntimeError("finalizer exploded")
-
-    monkeypatch.setattr("callbacks.handler.finalize_citations", broken)
+    pipeline = _scripted(sample_home, minilm, event_logs=False)
+    monkeypatch.setattr("callbacks.handler.finalize_citations", _raises("finalizer exploded"))
     events = list(pipeline.stream(QUESTION))
     done = check_stream(events)
     assert done.data.state == "failed"
