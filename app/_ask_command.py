@@ -7,7 +7,7 @@ import json
 import sys
 
 from app._ingest_commands import collection_list
-from callbacks.events import DoneEvent, ErrorEvent, Reference, TokenEvent, to_jsonl
+from callbacks.events import DoneEvent, Event, Reference, TokenEvent, to_jsonl
 from pipelines.settings import Settings
 
 __all__ = ["add_ask_arguments", "cmd_ask", "reference_link"]
@@ -41,13 +41,13 @@ def reference_link(reference: Reference) -> str:
 
 
 def cmd_ask(args: argparse.Namespace, settings: Settings) -> int:
-    from pipelines.pipeline import AnswerPipeline
+    from pipelines.pipeline import AnswerPipeline, answer_result
 
     pipeline = AnswerPipeline(settings)
     streamed: list[str] = []
-    done: DoneEvent | None = None
-    error: ErrorEvent | None = None
+    events: list[Event] = []
     for event in pipeline.stream(args.question, collections=args.collections):
+        events.append(event)
         if args.events:
             sys.stdout.write(to_jsonl(event))
             sys.stdout.flush()
@@ -55,16 +55,11 @@ def cmd_ask(args: argparse.Namespace, settings: Settings) -> int:
             streamed.append(event.data.text)
             sys.stdout.write(event.data.text)
             sys.stdout.flush()
-        if isinstance(event, ErrorEvent):
-            error = event
-        if isinstance(event, DoneEvent):
-            done = event
-    assert done is not None
+    result = answer_result(events)  # done is last, as the stream guarantees
+    done = events[-1]
+    assert isinstance(done, DoneEvent)
     data = done.data
     if args.json:
-        result = {"request_id": done.request_id, **data.model_dump(mode="json")}
-        if error is not None:
-            result["error"] = error.data.model_dump(mode="json")
         print(json.dumps(result, indent=2))
     elif not args.events:
         if not streamed:
@@ -80,7 +75,7 @@ def cmd_ask(args: argparse.Namespace, settings: Settings) -> int:
             for reference in data.references:
                 print(f"[{reference.n}] {reference.display_name} <{reference_link(reference)}>")
     if data.state == "failed":
-        message = error.data.message if error is not None else "the answer failed"
+        message = result.get("error", {}).get("message") or "the answer failed"
         print(f"reactome-answers: error: {message}", file=sys.stderr)
         return 1
     # A refused question is the caller's input to fix, as with any bad argument.

@@ -140,6 +140,9 @@ class AnswerEventHandler(BaseCallbackHandler):
         self._answer = _Answer()
         self._record = record
 
+    def _elapsed_ms(self) -> float:
+        return round((self._clock() - self._started) * 1000, 3)
+
     def _note(self, hook: str, **arguments: Any) -> None:
         if self._record is not None:
             self._record(hook, arguments)
@@ -150,7 +153,7 @@ class AnswerEventHandler(BaseCallbackHandler):
         with self._lock:
             if self.done is not None:
                 raise RuntimeError("the stream already ended with done")
-            t_ms = round((self._clock() - self._started) * 1000, 3)
+            t_ms = self._elapsed_ms()
             event = kind(seq=self._seq + 1, request_id=self.request_id, t_ms=t_ms, data=data)
             self._seq += 1  # only once the event exists: seq stays contiguous if it cannot
             if isinstance(event, DoneEvent):
@@ -329,7 +332,7 @@ class AnswerEventHandler(BaseCallbackHandler):
         if run is None or ANSWER_TAG not in run.tags or not self.retrieval_ended or not token:
             return
         if self._answer.first_token_ms is None:
-            self._answer.first_token_ms = round((self._clock() - self._started) * 1000, 3)
+            self._answer.first_token_ms = self._elapsed_ms()
         data = TokenData(text=token)
         self._send(TokenEvent, data)
         self._answer.parts.append(token)  # once sent: done.text holds only what was streamed
@@ -362,7 +365,7 @@ class AnswerEventHandler(BaseCallbackHandler):
             )
             for index, source in enumerate(kept, start=1)
         ]
-        total_ms = round((self._clock() - self._started) * 1000, 3)
+        total_ms = self._elapsed_ms()
         data = DoneData(
             state=state,
             text=final_text,
@@ -386,8 +389,7 @@ class AnswerEventHandler(BaseCallbackHandler):
                 raise
             # Finalizing is what broke: the stream still ends, with nothing it cannot vouch
             # for (no text, no references).
-            total_ms = round((self._clock() - self._started) * 1000, 3)
-            bare = DoneData(state="failed", timings=Timings(total_ms=total_ms))
+            bare = DoneData(state="failed", timings=Timings(total_ms=self._elapsed_ms()))
             return self._send(DoneEvent, bare)
         finally:
             self._record = record

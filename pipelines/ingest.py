@@ -369,8 +369,9 @@ def _ingest_one(
             file=sys.stderr,
             leave=False,
         ) as bar:
-            # Embed and write one batch at a time, so memory holds one batch of vectors,
-            # not the whole collection's.
+            # Embed and write one batch at a time: new vectors are held a batch at a time,
+            # not for the whole collection (vectors reused from the previous version are read
+            # up front, and released as their batch is written).
             for start in range(0, len(chunks), _WRITE_BATCH):
                 batch = chunks[start : start + _WRITE_BATCH]
                 fresh = [chunk for chunk in batch if chunk.id not in reusable]

@@ -54,7 +54,7 @@ from pipelines.redaction import one_line
 from pipelines.settings import Settings, load_settings
 from pipelines.sources import number_sources
 
-__all__ = ["NOTHING_FOUND", "AnswerPipeline"]
+__all__ = ["NOTHING_FOUND", "AnswerPipeline", "answer_result"]
 
 _PRUNE_EVERY_S = 60.0
 _RELEASES_TTL_S = 10.0
@@ -80,7 +80,7 @@ def _model_errors() -> Iterator[None]:
         ) from error
 
 
-def _result(events: Sequence[Event]) -> dict[str, Any]:
+def answer_result(events: Sequence[Event]) -> dict[str, Any]:
     """The JSON result of a request's events: ``done``'s data, ``request_id``, and ``error``
     (the error event's data) when the answer failed."""
     done = events[-1]
@@ -433,7 +433,7 @@ class AnswerPipeline:
     async def ainvoke(self, question: str, **options: Any) -> dict[str, Any]:
         """The JSON result: the ``done`` event's data plus ``request_id``, and for a failed
         answer the ``error`` event's data (``code``, ``message``) as ``error``."""
-        return _result([event async for event in self.astream(question, **options)])
+        return answer_result([event async for event in self.astream(question, **options)])
 
     def _stream_loop(self) -> asyncio.AbstractEventLoop:
         """One event loop in a daemon thread for every :meth:`stream` of this pipeline; a
@@ -487,4 +487,4 @@ class AnswerPipeline:
 
     def invoke(self, question: str, **options: Any) -> dict[str, Any]:
         """:meth:`ainvoke` for synchronous callers."""
-        return _result(list(self.stream(question, **options)))
+        return answer_result(list(self.stream(question, **options)))
