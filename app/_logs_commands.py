@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from app._options import port_number
 from callbacks.events import CitationEvent, DoneEvent, ErrorEvent, TokenEvent, to_jsonl
 from callbacks.log import LogContents, prune_configured_logs, read_log
 from pipelines.errors import EventLogError
@@ -61,7 +62,7 @@ def add_replay_arguments(parser: argparse.ArgumentParser) -> None:
     mode.add_argument("--jsonl", action="store_true", help="print events as JSON lines")
     mode.add_argument(
         "--serve",
-        type=int,
+        type=port_number,
         metavar="PORT",
         help="serve the recorded answer as SSE on this port instead of printing it: every "
         "POST (or GET) to /v1/answer/stream replays it, and the web client at / shows it",
@@ -217,8 +218,7 @@ def _serve_replay(
     contents: LogContents, path: Path, args: argparse.Namespace, settings: Settings,
     speed: float | None,
 ) -> int:  # fmt: skip
-    import uvicorn
-
+    from app._http import run
     from app.replay_server import create_replay_app
 
     app = create_replay_app(contents.events, speed=speed, settings=settings)
@@ -227,5 +227,5 @@ def _serve_replay(
         f"http://{args.host}:{args.serve}/ (the stream: POST or GET /v1/answer/stream)",
         file=sys.stderr,
     )
-    uvicorn.run(app, host=args.host, port=args.serve, log_level="info")
+    run(app, settings, host=args.host, port=args.serve)
     return 0

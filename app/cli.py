@@ -18,6 +18,7 @@ from typing import Any
 from app._ask_command import add_ask_arguments, cmd_ask
 from app._ingest_commands import add_ingest_arguments, cmd_collections, cmd_ingest
 from app._logs_commands import add_logs_arguments, add_replay_arguments, cmd_logs, cmd_replay
+from app._options import port_number
 from callbacks.events import event_json_schema
 from pipelines.errors import ReactomeAnswersError
 from pipelines.redaction import redact_secrets
@@ -94,18 +95,19 @@ def _cmd_config(args: argparse.Namespace, settings: Settings) -> int:
 
 def _add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
-    parser.add_argument("--port", type=int, default=8000, help="port to listen on")
+    parser.add_argument(
+        "--port", type=port_number, default=8000, help="port to listen on (1-65535)"
+    )
 
 
 def _cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
-    import uvicorn
-
+    from app._http import run
     from app.server import create_app
 
     print(
         f"{PROG}: serving on http://{args.host}:{args.port}/ (API docs at /docs)", file=sys.stderr
     )
-    uvicorn.run(create_app(settings), host=args.host, port=args.port, log_level="info")
+    run(create_app(settings), settings, host=args.host, port=args.port)
     return 0
 
 

@@ -14,8 +14,9 @@ import anyio
 from fastapi import FastAPI
 from sse_starlette import EventSourceResponse
 
+from app._errors import add_error_handlers
 from app._web import add_web_client
-from app.server import KEEP_ALIVE_S, STREAM_HEADERS, add_cors
+from app.server import KEEP_ALIVE_S, STREAM_HEADERS, add_body_limits, add_cors
 from callbacks.events import Event, to_sse
 from callbacks.replay import paced
 from pipelines.settings import Settings
@@ -28,7 +29,9 @@ def create_replay_app(
 ) -> FastAPI:
     """An app that streams ``events``; ``speed`` divides the recorded gaps, None is instant."""
     app = FastAPI(title="reactome-answers replay", summary="One recorded answer, replayed.")
+    add_body_limits(app, settings)
     add_cors(app, settings)
+    add_error_handlers(app)
 
     async def frames() -> AsyncIterator[bytes]:
         for pause, event in paced(events, speed):

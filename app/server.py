@@ -20,15 +20,14 @@ from contextlib import asynccontextmanager
 from typing import Any, Literal
 
 import anyio
-from fastapi import FastAPI, Request
-from fastapi.exceptions import RequestValidationError
+from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 from sse_starlette import EventSourceResponse
-from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.types import ASGIApp, Receive, Scope, Send
 
+from app._errors import add_error_handlers, error_response
+from app._http import BodyLimits, RequireJSON
 from app._web import add_web_client
 from callbacks.events import to_sse
 from pipelines.definitions import COLLECTION_NAMES
@@ -37,7 +36,14 @@ from pipelines.pipeline import AnswerPipeline
 from pipelines.redaction import redact_secrets
 from pipelines.settings import Settings, load_settings
 
-__all__ = ["KEEP_ALIVE_S", "STREAM_HEADERS", "AnswerRequest", "add_cors", "create_app"]
+__all__ = [
+    "KEEP_ALIVE_S",
+    "STREAM_HEADERS",
+    "AnswerRequest",
+    "add_body_limits",
+    "add_cors",
+    "create_app",
+]
 
 # Proxies (nginx and friends) must pass each event on at once and never cache a stream.
 STREAM_HEADERS = {"Cache-Control": "no-cache, no-transform", "X-Accel-Buffering": "no"}
@@ -58,12 +64,21 @@ class AnswerRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    question: str = Field(min_length=1, examples=["What causes Tangier disease?"])
+    # The pattern (some character that is not white space) is what the schema tells clients;
+    # the validator says the same in words.
+    question: str = Field(min_length=1, pattern=r"\S", examples=["What causes Tangier disease?"])
     history: list[Turn] = Field(default_factory=list, max_length=50)
     collections: list[CollectionName] | None = Field(
         default=None, description="search these instead of letting the expander route"
     )
     cite_urls: bool | None = Field(default=None, description="cite user-guide pages by url")
+
+    @field_validator("question", mode="before")
+    @classmethod
+    def _not_blank(cls, value: object) -> object:
+        if isinstance(value, str) and not value.strip():
+            raise ValueError("is empty or only white space; ask a question")
+        return value
 
     def options(self, request_id: str) -> dict[str, Any]:
         return {
@@ -74,24 +89,12 @@ class AnswerRequest(BaseModel):
         }
 
 
-class _BodyLimit:
-    """Refuse request bodies over ``limit`` bytes before reading them (413)."""
-
-    def __init__(self, app: ASGIApp, limit: int) -> None:
-        self.app, self.limit = app, limit
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            length = dict(scope["headers"]).get(b"content-length", b"0")
-            if length.isdigit() and int(length) > self.limit:
-                response = JSONResponse(
-                    {"error": {"code": "too_large", "message":
-                               f"the request body is over {self.limit:,} bytes; send less"}},
-                    status_code=413,
-                )  # fmt: skip
-                await response(scope, receive, send)
-                return
-        await self.app(scope, receive, send)
+def add_body_limits(app: FastAPI, settings: Settings) -> None:
+    """Bodies over ``settings.max_body_bytes``, or slower than ``body_timeout_s``, are refused
+    whatever their framing (:class:`app._http.BodyLimits`)."""
+    app.add_middleware(
+        BodyLimits, max_bytes=settings.max_body_bytes, timeout_s=settings.body_timeout_s
+    )
 
 
 def add_cors(app: FastAPI, settings: Settings) -> None:
@@ -104,14 +107,6 @@ def add_cors(app: FastAPI, settings: Settings) -> None:
             allow_methods=["GET", "POST"],
             allow_headers=["*"],
         )
-
-
-def _validation_message(error: RequestValidationError) -> str:
-    parts = []
-    for problem in error.errors():
-        where = ".".join(str(part) for part in problem.get("loc", ()) if part != "body")
-        parts.append(f"{where or 'body'}: {problem.get('msg', 'invalid')}")
-    return "; ".join(parts)
 
 
 def create_app(
@@ -135,26 +130,11 @@ def create_app(
         "at real Reactome entities.",
         lifespan=lifespan,
     )
-    app.add_middleware(_BodyLimit, limit=settings.max_body_bytes)
+    app.add_middleware(RequireJSON)
+    add_body_limits(app, settings)
     add_cors(app, settings)
 
-    @app.exception_handler(RequestValidationError)
-    async def _invalid(_: Request, error: RequestValidationError) -> JSONResponse:
-        message = _validation_message(error)
-        return JSONResponse({"error": {"code": "bad_input", "message": message}}, status_code=422)
-
-    @app.exception_handler(StarletteHTTPException)
-    async def _http(_: Request, error: StarletteHTTPException) -> JSONResponse:
-        # Starlette's own refusals (an unparsable body, an unknown path or method) in the
-        # same shape as ours, so a client reads every error one way.
-        code = "bad_input" if error.status_code in (400, 422) else f"http_{error.status_code}"
-        body = {"error": {"code": code, "message": str(error.detail)}}
-        return JSONResponse(body, status_code=error.status_code, headers=error.headers)
-
-    @app.exception_handler(ReactomeAnswersError)
-    async def _ours(_: Request, error: ReactomeAnswersError) -> JSONResponse:
-        body = {"error": {"code": error.code, "message": redact_secrets(str(error))}}
-        return JSONResponse(body, status_code=error.http_status)
+    add_error_handlers(app)
 
     def check_length(body: AnswerRequest) -> JSONResponse | None:
         if len(body.question) > settings.max_question_chars:
@@ -162,7 +142,7 @@ def create_app(
                 f"question: {len(body.question):,} characters; the limit is "
                 f"{settings.max_question_chars:,}. Ask something shorter."
             )
-            return JSONResponse({"error": {"code": "bad_input", "message": message}}, 422)
+            return error_response(422, "bad_input", message)
         return None
 
     @app.post("/v1/answer", summary="Answer a question; the done event's data as JSON")
@@ -198,6 +178,8 @@ def create_app(
 
     add_web_client(app)
 
+    # HEAD for load balancers and uptime checks that probe without reading a body.
+    @app.head("/healthz", include_in_schema=False)
     @app.get("/healthz", summary="Store reachable, collections present, model configured")
     async def healthz() -> JSONResponse:
         from pipelines import store

@@ -79,6 +79,21 @@ class Settings(BaseSettings):
     )
     max_question_chars: int = Field(default=2000, ge=1, description="longer questions are refused")
     max_body_bytes: int = Field(default=65_536, ge=1024, description="larger HTTP bodies get 413")
+    header_timeout_s: float = Field(
+        default=10.0,
+        gt=0,
+        le=3600,
+        description="a connection whose request headers take longer to arrive is closed",
+    )
+    body_timeout_s: float = Field(
+        default=30.0, gt=0, le=3600, description="a request body that takes longer gets 408"
+    )
+    keep_alive_s: int = Field(
+        default=5, ge=1, le=3600, description="an idle kept-alive connection is closed after this"
+    )
+    max_connections: int = Field(
+        default=1000, ge=1, description="connections over this many are refused with 503"
+    )
     cors_origins: str = Field(default="", description="comma-separated origins allowed by CORS")
     event_logs: bool = Field(default=True, description="write one JSONL event log per request")
     log_retention_days: float = Field(

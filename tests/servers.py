@@ -62,23 +62,28 @@ def wait_until_serving(url: str, alive: Callable[[], bool], timeout_s: float = 9
 @dataclass
 class Served:
     base: str
+    pid: int = 0
     stderr: str = ""  # what the command wrote, filled in when it has stopped
 
 
 @contextmanager
 def serve_command(
-    home: Path, *extra: str, command: Sequence[str] = ("serve", "--port")
+    home: Path,
+    *extra: str,
+    command: Sequence[str] = ("serve", "--port"),
+    env: dict[str, str] | None = None,
 ) -> Iterator[Served]:
     """`reactome-answers --home HOME [EXTRA] serve --port N` as its own process, once it
-    answers; ``command`` replaces ``serve --port`` (the port is appended to it)."""
+    answers; ``command`` replaces ``serve --port`` (the port is appended to it); ``env`` adds
+    environment variables."""
     port = free_port()
     argv = [str(Path(sys.executable).parent / "reactome-answers"), "--home", str(home),
             *extra, *command, str(port)]  # fmt: skip
-    env = {k: v for k, v in os.environ.items() if k != "REACTOME_ANSWERS_HOME"}
+    env = {k: v for k, v in os.environ.items() if k != "REACTOME_ANSWERS_HOME"} | (env or {})
     # A file, not a pipe: uvicorn logs every request there, and a full pipe would stall it.
     with tempfile.TemporaryFile() as stderr:
         process = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=stderr)
-        served = Served(f"http://127.0.0.1:{port}")
+        served = Served(f"http://127.0.0.1:{port}", process.pid)
         try:
             wait_until_serving(f"{served.base}/", lambda: process.poll() is None)
             yield served

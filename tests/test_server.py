@@ -77,7 +77,7 @@ def test_options_reach_the_pipeline(base_url: str) -> None:
     ("body", "message"),
     [
         ({}, "question: Field required"),
-        ({"question": ""}, "question: String should have at least 1 character"),
+        ({"question": ""}, "question: is empty or only white space; ask a question"),
         ({"question": "q", "colour": "red"}, "colour: Extra inputs are not permitted"),
         ({"question": "q", "collections": ["pathways"]}, "collections.0: Input should be"),
         ({"question": "q" * 2001}, "question: 2,001 characters; the limit is 2,000"),
