@@ -12,7 +12,13 @@ from typing import Any
 
 from app._options import port_number
 from callbacks.events import CitationEvent, DoneEvent, ErrorEvent, TokenEvent, to_jsonl
-from callbacks.log import LogContents, prune_configured_logs, read_log
+from callbacks.log import (
+    LogContents,
+    find_request_logs,
+    list_log_files,
+    prune_configured_logs,
+    read_log,
+)
 from pipelines.errors import EventLogError
 from pipelines.settings import Settings
 
@@ -72,7 +78,10 @@ def add_replay_arguments(parser: argparse.ArgumentParser) -> None:
     )
     pace = parser.add_mutually_exclusive_group()
     pace.add_argument(
-        "--speed", type=_speed, default=1.0, help="replay at this many times real time"
+        "--speed",
+        type=_speed,
+        default=1.0,
+        help="replay at this many times real time (a recorded gap counts as at most a minute)",
     )
     pace.add_argument("--instant", action="store_true", help="no waiting between events")
 
@@ -90,26 +99,39 @@ def _at_least_zero(kind: type[float] | type[int]) -> Callable[[str], float]:
     return parse
 
 
+_SPEEDS = (0.001, 1_000_000.0)
+
+
 def _speed(value: str) -> float:
     try:
         speed = float(value)
     except ValueError:
         speed = 0.0
-    if not speed > 0 or speed == float("inf"):
+    if not _SPEEDS[0] <= speed <= _SPEEDS[1]:
         raise argparse.ArgumentTypeError(
-            f"{value!r} is not a speed; give a positive number (2 = twice as fast) or --instant"
+            f"{value!r} is not a speed; give a positive number from {_SPEEDS[0]:g} to "
+            f"{_SPEEDS[1]:,.0f} (2 = twice as fast) or --instant"
         )
     return speed
 
 
 def _find(settings: Settings, log: str) -> Path:
-    path = Path(log)
-    if path.is_file():
-        return path
-    matches = sorted(settings.logs_dir.glob(f"*-{log}.jsonl"))
+    """A log by path, by the file name ``logs list`` prints, or by request id; all taken
+    literally, never as a pattern."""
+    candidates = [Path(log)]
+    if Path(log).name == log and log not in ("", ".", ".."):
+        candidates.append(settings.logs_dir / log)
+    for candidate in candidates:
+        try:
+            if candidate.exists():
+                return candidate  # whether it is a log at all is read_log's to say
+        except OSError:  # a name too long for the system cannot name a file either
+            continue
+    matches = find_request_logs(settings.logs_dir, log)
     if not matches:
+        shown = log if len(log) <= 80 else log[:79] + "…"
         raise EventLogError(
-            f"no log file {log} and no request {log!r} in {settings.logs_dir}",
+            f"no log file {shown!r} and no request {shown!r} in {settings.logs_dir}",
             fix="see 'reactome-answers logs list'",
         )
     return matches[-1]
@@ -123,7 +145,7 @@ def log_stats(contents: LogContents) -> dict[str, Any]:
     return {
         "request_id": contents.header.get("request_id"),
         "question": contents.header.get("question"),
-        "state": done.data.state if done else None,
+        "state": done.data.state if done else "incomplete",
         "first_token_ms": done.data.timings.first_token_ms if done else None,
         "total_ms": done.data.timings.total_ms if done else None,
         "token_events": len(tokens),
@@ -144,7 +166,7 @@ def cmd_logs(args: argparse.Namespace, settings: Settings) -> int:
         return _prune(args, settings)
     if args.action == "list":
         rows = []
-        for path in sorted(settings.logs_dir.glob("*.jsonl"), reverse=True):
+        for path in list_log_files(settings.logs_dir):
             try:
                 stats = log_stats(read_log(path))
             except EventLogError as error:

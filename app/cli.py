@@ -19,6 +19,7 @@ from app._ask_command import add_ask_arguments, cmd_ask
 from app._ingest_commands import add_ingest_arguments, cmd_collections, cmd_ingest
 from app._logs_commands import add_logs_arguments, add_replay_arguments, cmd_logs, cmd_replay
 from app._options import port_number
+from app._terminal import guard_output
 from callbacks.events import event_json_schema
 from pipelines.errors import ReactomeAnswersError
 from pipelines.redaction import redact_secrets
@@ -180,6 +181,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # Whatever a request put in a question, an answer or a log is shown, never obeyed, by the
+    # terminal this prints to (argparse's own messages included).
+    with guard_output():
+        return _main(argv)
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     overrides = {field: getattr(args, field, None) for field in Settings.model_fields}

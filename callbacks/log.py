@@ -12,22 +12,27 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import re
+import stat
 import sys
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import IO, Any
 
-from callbacks.events import Event, parse_event, to_jsonl
+from callbacks.events import DoneEvent, Event, parse_event, to_jsonl
 from pipelines.errors import EventLogError
 from pipelines.redaction import redact_secrets
 from pipelines.settings import Settings
 
 __all__ = [
     "LOG_SCHEMA_VERSION",
+    "MAX_LOG_BYTES",
     "EventLog",
     "LogContents",
+    "find_request_logs",
+    "list_log_files",
     "log_file_name",
     "prune_configured_logs",
     "prune_logs",
@@ -40,10 +45,55 @@ _STAMP_FORMAT = "%Y%m%dT%H%M%S%f"
 _LOG_NAME = re.compile(r"(?P<stamp>\d{8}T\d{12})-[A-Za-z0-9_.-]+\.jsonl")
 
 
+# A log larger than this is not read (a runaway or foreign file must not exhaust memory); an
+# answer of 100,000 tokens writes about 30 MB.
+MAX_LOG_BYTES = 64 * 1024 * 1024
+
+
+def _file_id(request_id: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", request_id)[:80] or "_"
+
+
 def log_file_name(request_id: str, now: datetime) -> str:
     """``<UTC timestamp>-<request id>.jsonl``: names sort by creation time."""
-    safe_id = re.sub(r"[^A-Za-z0-9_.-]", "_", request_id)[:80] or "_"
-    return f"{now.astimezone(UTC).strftime(_STAMP_FORMAT)}-{safe_id}.jsonl"
+    return f"{now.astimezone(UTC).strftime(_STAMP_FORMAT)}-{_file_id(request_id)}.jsonl"
+
+
+def list_log_files(folder: Path) -> list[Path]:
+    """Every ``*.jsonl`` entry in ``folder``, newest name first, whatever kind of file it is
+    (reading one is :func:`read_log`'s business); a missing folder has none, an unreadable
+    one is an :class:`EventLogError`."""
+    try:
+        with os.scandir(folder) as entries:
+            names = [entry.name for entry in entries if entry.name.endswith(".jsonl")]
+    except FileNotFoundError:
+        return []
+    except OSError as error:
+        raise EventLogError(
+            f"cannot list the logs folder {folder} ({error.strerror or error})",
+            fix="check its permissions, or point REACTOME_ANSWERS_HOME elsewhere",
+        ) from None
+    return [folder / name for name in sorted(names, reverse=True)]
+
+
+def find_request_logs(folder: Path, request_id: str) -> list[Path]:
+    """The logs of ``request_id``, matched literally (never as a pattern), oldest first."""
+    suffix = f"-{_file_id(request_id)}.jsonl"
+    found = [
+        path
+        for path in reversed(list_log_files(folder))
+        if path.name.endswith(suffix) and _LOG_NAME.fullmatch(path.name)
+    ]
+    if _file_id(request_id) != request_id:  # the name holds a cleaned id: ask the header
+        found = [path for path in found if _header_request_id(path) == request_id]
+    return found
+
+
+def _header_request_id(path: Path) -> object:
+    try:
+        return read_log(path).header.get("request_id")
+    except EventLogError:
+        return None
 
 
 def prune_configured_logs(
@@ -79,14 +129,12 @@ def prune_logs(
 
     A log written to within ``spare_newer_than`` is never deleted: its request may still be
     running. A file that cannot be deleted is skipped, and the first such error is raised
-    once the others are done."""
+    (as an :class:`EventLogError`) once the others are done."""
     now = (now or datetime.now(UTC)).astimezone(UTC)
     logs: list[tuple[datetime, Path]] = []
-    with contextlib.suppress(FileNotFoundError):
-        for path in folder.iterdir():
-            match = _LOG_NAME.fullmatch(path.name)
-            if not match:
-                continue
+    for path in list_log_files(folder):
+        match = _LOG_NAME.fullmatch(path.name)
+        if match:
             try:
                 created = datetime.strptime(match["stamp"], _STAMP_FORMAT).replace(tzinfo=UTC)
             except ValueError:  # looks like ours, but is no real time: not ours to delete
@@ -105,7 +153,8 @@ def prune_logs(
     spare_after = now.timestamp() - spare_newer_than.total_seconds()
     for _, path in sorted(doomed):
         try:
-            if path.stat().st_mtime > spare_after:
+            info = path.lstat()  # a link is not followed: it, and what it points at, are not ours
+            if not stat.S_ISREG(info.st_mode) or info.st_mtime > spare_after:
                 continue
             if not dry_run:
                 path.unlink()
@@ -116,7 +165,10 @@ def prune_logs(
             continue
         deleted.append(path)
     if failure is not None:
-        raise failure
+        raise EventLogError(
+            f"cannot delete {failure.filename} ({failure.strerror or failure})",
+            fix="check the permissions of the logs folder",
+        )
     return deleted
 
 
@@ -189,16 +241,52 @@ class LogContents:
     header: dict[str, Any]
     callbacks: list[dict[str, Any]] = field(default_factory=list)
     events: list[Event] = field(default_factory=list)
+    source: str = ""  # the file it was read from, for messages
+
+    @property
+    def complete(self) -> bool:
+        """Whether the log ends with its ``done`` event; one that does not was cut off (the
+        process stopped, or the disk filled, while the answer was running)."""
+        return bool(self.events) and isinstance(self.events[-1], DoneEvent)
+
+    def check_complete(self) -> None:
+        """Raise :class:`EventLogError` for a log that does not end with ``done``."""
+        if not self.complete:
+            raise EventLogError(
+                f"{self.source or 'the log'} is incomplete: it does not end with a done event "
+                "(the answer was cut off, or the process stopped while answering)",
+                fix="replay a complete log; 'reactome-answers logs list' marks incomplete ones",
+            )
+
+
+def _read_regular_file(path: Path) -> bytes:
+    """The bytes of ``path`` if it is a regular file of at most :data:`MAX_LOG_BYTES`: a FIFO
+    would block, a device never end, a link loop or a folder fail further down."""
+    try:
+        # Non-blocking, so that opening a FIFO returns at once instead of waiting for a writer.
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as error:
+        raise EventLogError(
+            f"cannot read {path} ({error.strerror or error})", fix="give the path of a .jsonl log"
+        ) from None
+    with os.fdopen(descriptor, "rb") as stream:
+        info = os.fstat(stream.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise EventLogError(
+                f"{path} is not a regular file", fix="give the path of a .jsonl log"
+            )
+        raw = stream.read(MAX_LOG_BYTES + 1)
+    if len(raw) > MAX_LOG_BYTES:
+        raise EventLogError(
+            f"{path} is over {MAX_LOG_BYTES:,} bytes, more than any log holds",
+            fix="give the path of a .jsonl log",
+        )
+    return raw
 
 
 def read_log(path: Path) -> LogContents:
     """Parse a log; a missing, corrupt, truncated or foreign file names the file and line."""
-    try:
-        raw = path.read_bytes()
-    except OSError as error:
-        raise EventLogError(
-            f"cannot read {path} ({error.strerror or error})", fix="give the path of a .jsonl log"
-        ) from error
+    raw = _read_regular_file(path)
     lines: list[str] = []
     for number, encoded in enumerate(raw.split(b"\n"), start=1):
         try:
@@ -227,7 +315,7 @@ def read_log(path: Path) -> LogContents:
             if not isinstance(record.get("request_id"), str) or not record["request_id"]:
                 raise EventLogError(f"{where}: the header has no request_id",
                                     fix="the log is corrupt or from another program")  # fmt: skip
-            contents = LogContents(header=record)
+            contents = LogContents(header=record, source=str(path))
         elif contents is None:  # pragma: no cover - line 1 always sets it
             raise EventLogError(f"{where}: no header")
         elif kind == "callback":

@@ -19,7 +19,7 @@ from callbacks.handler import AnswerEventHandler
 from callbacks.log import LogContents
 from pipelines.errors import EventLogError
 
-__all__ = ["comparable", "paced", "replay_diff", "replay_events"]
+__all__ = ["MAX_GAP_S", "comparable", "paced", "replay_diff", "replay_events"]
 
 
 def _uuid(value: Any) -> UUID | None:
@@ -108,17 +108,27 @@ def comparable(event: Event) -> dict[str, Any]:
 
 
 def replay_diff(contents: LogContents) -> list[str]:
-    """Unified diff (recorded vs replayed) of the events, timing ignored; empty when equal."""
+    """Unified diff (recorded vs replayed) of the events, timing ignored; empty when equal.
+
+    An incomplete log (no ``done`` at its end) is an :class:`EventLogError`: what it lacks
+    cannot be compared, so calling it identical would hide that it was cut off."""
+    contents.check_complete()
     recorded = [json.dumps(comparable(e), sort_keys=True) for e in contents.events]
     replayed = [json.dumps(comparable(e), sort_keys=True) for e in replay_events(contents)]
     return list(difflib.unified_diff(recorded, replayed, "recorded", "replayed", lineterm=""))
 
 
+# A recorded gap longer than this is replayed as this long: no real answer waits longer
+# between two events (the request limit ends it first), and an altered log's 1e300 must not
+# stall a replay for ever or overflow the sleep.
+MAX_GAP_S = 60.0
+
+
 def paced(events: Iterable[Event], speed: float | None) -> Iterator[tuple[float, Event]]:
-    """Each event with the seconds to wait before it: the recorded gaps divided by ``speed``,
-    or none at all when ``speed`` is None (instant)."""
+    """Each event with the seconds to wait before it: the recorded gaps (at most
+    :data:`MAX_GAP_S` each) divided by ``speed``, or none at all when ``speed`` is None."""
     previous = 0.0
     for event in events:
-        gap = max(event.t_ms - previous, 0.0) / 1000
+        gap = min(max(event.t_ms - previous, 0.0) / 1000, MAX_GAP_S)
         previous = event.t_ms
         yield (0.0 if speed is None else gap / speed), event

@@ -48,9 +48,10 @@ from callbacks.handler import ANSWER_TAG, RETRIEVAL_TAG, AnswerEventHandler
 from callbacks.log import EventLog, log_file_name, prune_configured_logs
 from pipelines.definitions import check_collection_names
 from pipelines.errors import ModelError, ReactomeAnswersError
+from pipelines.normalize import normalize_question
 from pipelines.prompts import answer_messages
 from pipelines.questions import refusal_for
-from pipelines.redaction import one_line
+from pipelines.redaction import one_line, redact_secrets
 from pipelines.settings import Settings, load_settings
 from pipelines.sources import number_sources
 
@@ -315,14 +316,46 @@ class AnswerPipeline:
         cite = self.settings.cite_urls if cite_urls is None else cite_urls
         request_id = request_id or uuid.uuid4().hex
         options = {"llm": self.settings.llm, "cite_urls": cite, "history_turns": len(history)}
+        # Every rule and the search read the canonical form; what is echoed (the start event)
+        # and logged is what was asked, with pasted credentials redacted.
+        normalized = normalize_question(question)
+        shown = redact_secrets(question)
         events: asyncio.Queue[Event] = asyncio.Queue()
-        # In a worker thread: reading the collections' releases and pruning old logs touch the
-        # store and the disk, which must not stall the other streams on this event loop.
-        log = (
-            await asyncio.to_thread(self._open_log, request_id, question, collections, options)
-            if self.settings.event_logs
-            else None
-        )
+        log: EventLog | None = None
+        if self.settings.event_logs:
+            # In a worker thread: reading the collections' releases and pruning old logs touch
+            # the store and the disk, which must not stall the other streams on this loop.
+            opening = asyncio.ensure_future(
+                asyncio.to_thread(
+                    self._open_log,
+                    request_id,
+                    {"question": shown, "normalized_question": redact_secrets(normalized)},
+                    collections,
+                    options,
+                )
+            )
+            try:
+                log = await asyncio.shield(opening)
+            except asyncio.CancelledError:
+                # The caller left while the log was being opened: once it is, it still gets
+                # its start, a cancelled error and its done, like any other cancelled answer.
+                def end_cancelled(opened: asyncio.Future[EventLog | None]) -> None:
+                    failed = opened.cancelled() or opened.exception() is not None
+                    cancelled_log = None if failed else opened.result()
+                    if cancelled_log is None:
+                        return
+                    handler = AnswerEventHandler(
+                        request_id=request_id,
+                        emit=cancelled_log.event,
+                        cite_urls=cite,
+                        record=cancelled_log.callback,
+                    )
+                    handler.start(shown, list(collections or ["auto"]), options)
+                    handler.fail("cancelled", "the request was cancelled before it started")
+                    cancelled_log.close()
+
+                opening.add_done_callback(end_cancelled)
+                raise
 
         def emit(event: Event) -> None:
             events.put_nowait(event)
@@ -336,14 +369,14 @@ class AnswerPipeline:
             raise_error=self.raise_handler_errors,
             record=log.callback if log is not None else None,
         )
-        handler.start(question, list(collections or ["auto"]), options)
-        refusal = self._check_question(question)
+        handler.start(shown, list(collections or ["auto"]), options)
+        refusal = self._check_question(normalized)
         task: asyncio.Task[None] | None = None
         if refusal is not None:
             handler.finish("refused", text=refusal)
         else:
             inputs = {
-                "question": question,
+                "question": normalized,
                 "history": list(history),
                 "collections": list(collections) if collections else None,
                 "cite_urls": cite,
@@ -369,7 +402,7 @@ class AnswerPipeline:
     def _open_log(
         self,
         request_id: str,
-        question: str,
+        questions: dict[str, str],
         collections: Sequence[str] | None,
         options: dict[str, Any],
     ) -> EventLog | None:
@@ -381,7 +414,7 @@ class AnswerPipeline:
             self.settings.logs_dir / log_file_name(request_id, now),
             {
                 "request_id": request_id,
-                "question": question,
+                **questions,
                 "collections": list(collections or ["auto"]),
                 "releases": self.collection_releases(),
                 "options": options,

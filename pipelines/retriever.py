@@ -36,7 +36,7 @@ from pipelines.definitions import check_collection_names
 from pipelines.errors import EventHandlerError, ReactomeAnswersError
 from pipelines.expander import Expansion, expander_messages, parse_expansion, rule_expansion
 from pipelines.keyword_index import KeywordIndex
-from pipelines.redaction import one_line
+from pipelines.redaction import one_line, redact_secrets
 from pipelines.settings import Settings
 
 __all__ = ["EXPANDER_TAG", "EXPANSION_FALLBACK", "RANKINGS", "Ranking", "ReactomeRetriever"]
@@ -50,7 +50,7 @@ EXPANSION_FALLBACK = "reactome-answers:expansion-fallback"
 def _fallback_data(expansion: Expansion) -> dict[str, Any]:
     return {
         "reason": expansion.fallback,
-        "queries": expansion.queries,
+        "queries": [redact_secrets(query) for query in expansion.queries],
         "collections": expansion.collections,
     }
 

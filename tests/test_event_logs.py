@@ -18,7 +18,8 @@ from langchain_core.documents import Document
 from langchain_core.language_models import FakeListChatModel
 
 from callbacks.events import DoneEvent, parse_event
-from callbacks.log import log_file_name, prune_logs, read_log
+from callbacks.handler import AnswerEventHandler
+from callbacks.log import EventLog, log_file_name, prune_logs, read_log
 from callbacks.replay import paced, replay_diff
 from pipelines.errors import EventLogError
 from tests.servers import serve_command
@@ -250,8 +251,13 @@ def fake_logs(folder: Path, ages_days: list[float], now: datetime) -> list[Path]
     paths = []
     for number, age in enumerate(ages_days):
         path = folder / log_file_name(f"old-{number}", now - timedelta(days=age))
-        header = {"kind": "header", "schema": 1, "request_id": f"old-{number}"}
-        path.write_text(json.dumps(header) + "\n", encoding="utf-8")
+        log = EventLog(path, {"request_id": f"old-{number}", "question": "old"})
+        handler = AnswerEventHandler(
+            request_id=f"old-{number}", emit=log.event, record=log.callback, raise_error=True
+        )
+        handler.start("old", ["auto"], {})
+        handler.finish("refused", text="an old refusal")
+        log.close()
         written = (now - timedelta(days=age)).timestamp()
         os.utime(path, (written, written))
         paths.append(path)
