@@ -269,13 +269,15 @@ def _read_regular_file(path: Path) -> bytes:
         raise EventLogError(
             f"cannot read {path} ({error.strerror or error})", fix="give the path of a .jsonl log"
         ) from None
-    with os.fdopen(descriptor, "rb") as stream:
-        info = os.fstat(stream.fileno())
-        if not stat.S_ISREG(info.st_mode):
+    try:
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
             raise EventLogError(
                 f"{path} is not a regular file", fix="give the path of a .jsonl log"
             )
-        raw = stream.read(MAX_LOG_BYTES + 1)
+        with os.fdopen(descriptor, "rb", closefd=False) as stream:
+            raw = stream.read(MAX_LOG_BYTES + 1)
+    finally:
+        os.close(descriptor)
     if len(raw) > MAX_LOG_BYTES:
         raise EventLogError(
             f"{path} is over {MAX_LOG_BYTES:,} bytes, more than any log holds",

@@ -392,8 +392,9 @@ def _ingest_one(
     except BaseException:
         store.remove_version(client, settings, version)
         raise
-    for stale in store.stale_versions(client, sources.name, keep=version):
-        store.remove_version(client, settings, stale.name)
+    # The replaced version stays readable for requests already using it; it is removed once
+    # no request can still be reading it (store.remove_retired_versions).
+    store.retire_versions(client, sources.name, keep=version)
     summary.seconds = time.perf_counter() - started
     return summary
 
@@ -431,4 +432,5 @@ def ingest(
         summaries.append(summary)
         if on_done is not None:
             on_done(summary)
+    store.remove_retired_versions(client, settings)
     return summaries

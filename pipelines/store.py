@@ -4,21 +4,36 @@ A logical collection (``reactome``) is stored as versions (``ra_reactome__<stamp
 version is built beside the live one and only marked complete, in one metadata update, once
 every chunk and its keyword index are written; readers use the newest complete version. So a
 failed or interrupted ingest leaves the previous collection answering, never half a new one.
+
+The version it replaces is *retired*, not deleted: a request that started on it finishes on
+it. It is removed once it has been retired for longer than any request may run
+(:func:`retirement_grace_s`), by the next ingest or by a serving process's housekeeping
+(:func:`remove_retired_versions`). Chroma (1.5) neither closes the files of a deleted
+collection that a process has read nor deletes its folder, so a process keeps one embedded
+client (:func:`open_client`) that a reader reopens when it sees a new version
+(:func:`reopen_client`), and folders no collection owns any more are swept. See
+``docs/decisions/0001-retiring-collection-versions.md``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import re
 import shutil
+import sqlite3
+import threading
+import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import chromadb
 from chromadb.api import ClientAPI
 from chromadb.api.models.Collection import Collection
 from chromadb.config import Settings as ChromaSettings
+from chromadb.errors import NotFoundError
 
 from pipelines.definitions import COLLECTION_NAMES
 from pipelines.errors import ConfigurationError, NotIngestedError, StoreUnavailableError
@@ -34,13 +49,18 @@ __all__ = [
     "keyword_index_dir",
     "new_version_name",
     "open_client",
+    "remove_retired_versions",
     "remove_version",
+    "reopen_client",
+    "retire_versions",
+    "retirement_grace_s",
+    "stale_versions",
 ]
 
 
 _PREFIX = "ra_"
 # Chroma metadata keys we own; everything a `collections` listing shows comes from here.
-LOGICAL, COMPLETE, RELEASE, MODEL, FILES, DOCUMENTS, CHUNKS, CREATED, SOURCE = (
+LOGICAL, COMPLETE, RELEASE, MODEL, FILES, DOCUMENTS, CHUNKS, CREATED, SOURCE, RETIRED = (
     "ra_logical",
     "ra_complete",
     "ra_release",
@@ -50,19 +70,37 @@ LOGICAL, COMPLETE, RELEASE, MODEL, FILES, DOCUMENTS, CHUNKS, CREATED, SOURCE = (
     "ra_chunks",
     "ra_created_at",
     "ra_source",
+    "ra_retired_at",
 )
 
 
+# One embedded client per Chroma folder in this process: closing it is the only way to make
+# Chroma release the indexes it holds, and it only lets go once every client on the folder
+# is closed.
+_EMBEDDED: dict[Path, ClientAPI] = {}
+_EMBEDDED_LOCK = threading.Lock()
+# Beyond the request limit: readers look up the live version every few seconds (5 s in the
+# retriever, 10 s for log headers), so a retired version may be picked up that much later.
+_GRACE_AFTER_REQUEST_S = 15.0
+
+
 def open_client(settings: Settings) -> ClientAPI:
-    """The Chroma client the settings ask for; unreachable stores raise a clear error."""
+    """The Chroma client the settings ask for (for a folder, the process's one client for it);
+    unreachable stores raise a clear error."""
     chroma_settings = ChromaSettings(anonymized_telemetry=False)
     try:
         if settings.chroma_host:
             return chromadb.HttpClient(
                 host=settings.chroma_host, port=settings.chroma_port, settings=chroma_settings
             )
-        settings.chroma_path.mkdir(parents=True, exist_ok=True)
-        return chromadb.PersistentClient(path=settings.chroma_path, settings=chroma_settings)
+        path = settings.chroma_path.resolve()
+        with _EMBEDDED_LOCK:
+            client = _EMBEDDED.get(path)
+            if client is None:
+                path.mkdir(parents=True, exist_ok=True)
+                client = chromadb.PersistentClient(path=path, settings=chroma_settings)
+                _EMBEDDED[path] = client
+            return client
     except Exception as error:  # chromadb raises plain exceptions for both cases
         where = (
             f"the Chroma server at {settings.chroma_host}:{settings.chroma_port}"
@@ -75,6 +113,30 @@ def open_client(settings: Settings) -> ClientAPI:
             else "check the folder is writable, or point REACTOME_ANSWERS_HOME elsewhere"
         )
         raise StoreUnavailableError(f"cannot open {where} ({error})", fix=fix) from error
+
+
+def reopen_client(settings: Settings, stale: ClientAPI) -> ClientAPI:
+    """Close ``stale``, the process's embedded client, and open a new one, so that Chroma
+    releases the files and memory of versions it read that are no longer live. Collections
+    fetched through ``stale`` are unusable afterwards: callers must not be using any (the
+    retriever holds a write gate). A client that is not the shared one is left alone."""
+    if settings.chroma_host:
+        return stale  # the server holds the indexes; this process holds nothing to release
+    path = settings.chroma_path.resolve()
+    with _EMBEDDED_LOCK:
+        if _EMBEDDED.get(path) is stale:
+            del _EMBEDDED[path]
+            with contextlib.suppress(Exception):  # a close that fails leaves nothing to reuse
+                cast(Any, stale).close()  # the concrete client has it; ClientAPI does not
+        else:
+            return stale
+    return open_client(settings)
+
+
+def retirement_grace_s(settings: Settings) -> float:
+    """How long a retired version stays readable: the longest a request may run, plus the
+    time readers may keep using a version they looked up before it was retired."""
+    return settings.request_timeout_s + _GRACE_AFTER_REQUEST_S
 
 
 def new_version_name(logical: str) -> str:
@@ -97,17 +159,7 @@ class StoredVersion:
 
 
 def _versions(client: ClientAPI, logical: str) -> list[StoredVersion]:
-    try:
-        collections = client.list_collections()
-    except Exception as error:
-        raise StoreUnavailableError(
-            f"cannot list collections ({error})", fix="check that the Chroma store is reachable"
-        ) from error
-    found = [
-        StoredVersion(collection, dict(collection.metadata or {}))
-        for collection in collections
-        if (collection.metadata or {}).get(LOGICAL) == logical
-    ]
+    found = [v for v in _all_versions(client) if v.metadata.get(LOGICAL) == logical]
     return sorted(found, key=lambda version: version.name)
 
 
@@ -117,12 +169,84 @@ def active_version(client: ClientAPI, logical: str) -> StoredVersion | None:
 
 
 def stale_versions(client: ClientAPI, logical: str, keep: str) -> list[StoredVersion]:
+    """Every stored version of ``logical`` but ``keep``: retired, or left by a failed run."""
     return [version for version in _versions(client, logical) if version.name != keep]
 
 
+def retire_versions(client: ClientAPI, logical: str, keep: str) -> list[str]:
+    """Mark every version of ``logical`` but ``keep`` as retired now (those already retired
+    keep their time); returns the names newly retired."""
+    retired = []
+    for version in _versions(client, logical):
+        if version.name == keep or RETIRED in version.metadata:
+            continue
+        version.collection.modify(metadata={**version.metadata, RETIRED: time.time()})
+        retired.append(version.name)
+    return retired
+
+
 def remove_version(client: ClientAPI, settings: Settings, version: str) -> None:
-    client.delete_collection(version)
+    with contextlib.suppress(NotFoundError):  # another process removed it first
+        client.delete_collection(version)
     shutil.rmtree(keyword_index_dir(settings, version), ignore_errors=True)
+
+
+def remove_retired_versions(
+    client: ClientAPI, settings: Settings, *, now: float | None = None
+) -> list[str]:
+    """Delete every version retired for longer than :func:`retirement_grace_s`, with its
+    keyword index, then (for a Chroma folder) the vector-index folders no collection owns;
+    returns the names removed."""
+    now = time.time() if now is None else now
+    cutoff = now - retirement_grace_s(settings)
+    removed = []
+    for logical in {str(v.metadata.get(LOGICAL)) for v in _all_versions(client)}:
+        for version in _versions(client, logical):
+            retired_at = version.metadata.get(RETIRED)
+            if isinstance(retired_at, int | float) and retired_at <= cutoff:
+                remove_version(client, settings, version.name)
+                removed.append(version.name)
+    if not settings.chroma_host:
+        _sweep_orphan_folders(settings.chroma_path)
+    return removed
+
+
+def _all_versions(client: ClientAPI) -> list[StoredVersion]:
+    try:
+        collections = client.list_collections()
+    except Exception as error:
+        raise StoreUnavailableError(
+            f"cannot list collections ({error})", fix="check that the Chroma store is reachable"
+        ) from error
+    return [
+        StoredVersion(collection, dict(collection.metadata or {}))
+        for collection in collections
+        if (collection.metadata or {}).get(LOGICAL)
+    ]
+
+
+_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
+def _sweep_orphan_folders(chroma_path: Path) -> list[Path]:
+    """Delete the vector-index folders (named by their segment's id) that no segment in the
+    store's catalogue owns any more: Chroma leaves them behind when it deletes a collection.
+
+    The folders are listed before the catalogue is read: a collection created meanwhile has
+    its catalogue row before its folder exists, so a folder being born is never taken."""
+    try:
+        folders = [p for p in chroma_path.iterdir() if p.is_dir() and _UUID.fullmatch(p.name)]
+        if not folders:
+            return []
+        uri = f"file:{chroma_path / 'chroma.sqlite3'}?mode=ro"
+        with contextlib.closing(sqlite3.connect(uri, uri=True, timeout=10)) as catalogue:
+            owned = {row[0] for row in catalogue.execute("SELECT id FROM segments")}
+    except (OSError, sqlite3.Error):
+        return []  # nothing is swept when the catalogue cannot be read: never a live folder
+    orphans = [folder for folder in folders if folder.name not in owned]
+    for folder in orphans:
+        shutil.rmtree(folder, ignore_errors=True)
+    return orphans
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -67,6 +70,11 @@ def post_chunked(base: str, path: str, body: bytes) -> tuple[int, bytes]:
     status_line, _, rest = received.partition(b"\r\n")
     assert status_line.startswith(b"HTTP/1.1 "), received[:200]
     return int(status_line.split()[1]), rest.partition(b"\r\n\r\n")[2]
+
+
+def address(base: str) -> tuple[str, int]:
+    host, port = base.removeprefix("http://").split(":")
+    return host, int(port)
 
 
 def rss_kb(pid: int) -> int:
@@ -263,3 +271,257 @@ def test_ports_outside_the_range_are_a_usage_error(isolated_home: Path, port: st
     replayed = cli(isolated_home, "replay", "any-log", "--serve", port)
     assert replayed.returncode == 2
     assert "give a number from 1 to 65535" in replayed.stderr
+
+
+# --- 2. nothing from a request reaches the operator's terminal as a control sequence ---------
+
+ESCAPES = "Tangier\x1b]0;OWNED\x07\x1b[2J\x1b]8;;http://evil.example\x1b\\link\x1b]8;;\x1b\\\x9b31m"
+RAW_CONTROLS = ("\x1b", "\x07", "\x9b")
+
+
+def test_cli_output_shows_escape_sequences_instead_of_obeying_them(isolated_home: Path) -> None:
+    pipeline, _, _ = make_pipeline([ABCA1], f"ABCA1 [1] {ESCAPES}.")
+    list(pipeline.stream(ESCAPES, request_id="req-refused"))  # refused: control characters
+    list(pipeline.stream("What does ABCA1 do?", request_id="req-answered"))
+    outputs = {
+        "list": cli(isolated_home, "logs", "list"),
+        "list --json": cli(isolated_home, "logs", "list", "--json"),
+        "stats": cli(isolated_home, "logs", "stats", "req-refused"),
+        "show": cli(isolated_home, "logs", "show", "req-answered"),
+        "replay": cli(isolated_home, "replay", "--instant", "req-answered"),
+        "missing": cli(isolated_home, "logs", "show", ESCAPES),
+    }
+    for name, result in outputs.items():
+        for control in RAW_CONTROLS:
+            assert control not in result.stdout + result.stderr, (name, result)
+    assert "Tangier\\u001b]0;OWNED\\u0007\\u001b[2J" in outputs["list"].stdout
+    assert "\\u009b31m" in outputs["replay"].stdout
+    assert "]0;OWNED" in outputs["missing"].stderr
+    # JSON output stays JSON and carries the exact text.
+    rows = json.loads(outputs["list --json"].stdout)
+    assert ESCAPES in [row["question"] for row in rows]
+    # The log itself keeps exactly what was asked.
+    logs = sorted((isolated_home / "logs").glob("*-req-refused.jsonl"))
+    assert json.loads(logs[0].read_text().splitlines()[0])["question"] == ESCAPES
+
+
+def test_the_ask_command_shows_control_characters_in_answers(sample_home: Path) -> None:
+    result = cli(sample_home, "--no-log", "ask", f"What causes {ESCAPES} disease?")
+    assert result.returncode == 1  # refused
+    assert not any(control in result.stdout + result.stderr for control in RAW_CONTROLS)
+
+
+# --- 4. pasted secrets are redacted in what is logged and echoed -----------------------------
+
+SECRET_KEY = "sk-proj-abcdefghijklmnop0123456789"
+BEARER = "eyJhbGciOiJIUzI1NiJ9.payload.signature"
+
+
+def test_secrets_in_a_question_are_not_logged_or_echoed(isolated_home: Path) -> None:
+    pipeline, retriever, _ = make_pipeline([ABCA1], "ABCA1 [1].")
+    question = f"My key {SECRET_KEY} and Authorization: Bearer {BEARER}: what does ABCA1 do?"
+    events = list(pipeline.stream(question, request_id="req-secret"))
+    start = events[0]
+    assert start.type == "start"
+    echoed = start.data.model_dump_json()
+    log_text = next((isolated_home / "logs").glob("*-req-secret.jsonl")).read_text()
+    for text in (echoed, log_text):
+        assert SECRET_KEY not in text
+        assert BEARER not in text
+        assert "[redacted]" in text
+    # The search (and the model) still get the question as asked.
+    assert retriever.queries == [question]
+
+
+# --- 5. look-alike text is decided as the text it looks like -------------------------------
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "Should I st\u043ep taking my statins?",  # a Cyrillic o
+        "Sh\u200bould I stop taking my statins?",  # a zero-width space
+        "Should I stop taking my sta\u00adtins?",  # a soft hyphen
+        "\uff33hould I stop taking my statins?",  # a full-width S
+        # every letter it can be, a look-alike
+        "\u0405\u04bb\u043eul\u0501 \u0406 \u0455t\u043e\u0440 "
+        "t\u0430king my \u0455t\u0430tin\u0455?",
+    ],
+)
+def test_look_alike_text_is_refused_like_the_plain_question(
+    isolated_home: Path, question: str
+) -> None:
+    pipeline, retriever, _ = make_pipeline([ABCA1], "ABCA1 [1].")
+    events = list(pipeline.stream(question, request_id="req-look-alike"))
+    assert events[-1].type == "done"
+    assert events[-1].data.state == "refused"
+    assert "doctor" in events[-1].data.text
+    assert retriever.queries == []
+    header = json.loads(
+        next((isolated_home / "logs").glob("*-req-look-alike.jsonl")).read_text().splitlines()[0]
+    )
+    assert header["question"] == question
+    assert header["normalized_question"] == "Should I stop taking my statins?"
+
+
+def test_retrieval_searches_the_normalized_question() -> None:
+    pipeline, retriever, _ = make_pipeline([ABCA1], "ABCA1 [1].")
+    list(pipeline.stream("What does \uff21\uff22\uff23\uff21\u200b1 do in Tang\u0456er disease?"))
+    assert retriever.queries == ["What does ABCA1 do in Tangier disease?"]
+
+
+# --- 7. every log ends with done, or is named incomplete ------------------------------------
+
+
+def test_a_client_gone_before_the_stream_starts_leaves_a_complete_log(
+    sample_home: Path, tmp_path: Path
+) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    for name in ("chroma", "keyword"):
+        (home / name).symlink_to(sample_home / name)
+    with serve_command(home) as served:
+        for _ in range(30):  # connect, send, and leave before the first frame
+            with socket.create_connection(address(served.base)) as s:
+                body = json.dumps({"question": QUESTION}).encode()
+                s.sendall(
+                    b"POST /v1/answer/stream HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                    b"application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
+                )
+        time.sleep(2)
+    logs = sorted((home / "logs").glob("*.jsonl"))
+    assert logs
+    for path in logs:
+        check = cli(home, "replay", "--check", str(path))
+        assert check.returncode == 0, check.stdout + check.stderr
+    stats = [json.loads(cli(home, "logs", "stats", str(p), "--json").stdout) for p in logs]
+    assert {row["state"] for row in stats} <= {"failed", "answered"}
+    assert any(row["errors"] == [] or row["state"] == "failed" for row in stats)
+
+
+def test_an_incomplete_log_is_marked_and_replay_check_fails_on_it(
+    isolated_home: Path, tmp_path: Path
+) -> None:
+    pipeline, _, _ = make_pipeline([ABCA1], "ABCA1 exports cholesterol [1].")
+    list(pipeline.stream("What does ABCA1 do?", request_id="req-whole"))
+    whole = next((isolated_home / "logs").glob("*-req-whole.jsonl"))
+    cut = tmp_path / "cut.jsonl"
+    lines = whole.read_text().splitlines()
+    cut.write_text("\n".join(lines[: len(lines) // 2]) + "\n")
+    check = cli(isolated_home, "replay", "--check", str(cut))
+    assert check.returncode == 1
+    assert f"{cut} is incomplete: it does not end with a done event" in check.stderr
+    assert len(check.stderr.strip().splitlines()) == 1
+    header_only = tmp_path / "header-only.jsonl"
+    header_only.write_text(lines[0] + "\n")
+    assert cli(isolated_home, "replay", "--check", str(header_only)).returncode == 1
+    stats = json.loads(cli(isolated_home, "logs", "stats", str(cut), "--json").stdout)
+    assert stats["state"] == "incomplete"
+
+
+# --- 8. ids and file names are matched literally -------------------------------------------
+
+
+def test_log_ids_and_file_names_are_literal(isolated_home: Path) -> None:
+    pipeline, _, _ = make_pipeline([ABCA1], "ABCA1 [1].")
+    list(pipeline.stream("What does ABCA1 do?", request_id="req-one"))
+    list(pipeline.stream("What does CDK5 do?", request_id="req-two"))
+    for pattern in ("*", "a**b", "req-*", "[r]eq-one", "x" * 5000):
+        result = cli(isolated_home, "logs", "show", pattern)
+        assert result.returncode == 1, pattern
+        assert "no request" in result.stderr
+        assert "Traceback" not in result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1
+        assert len(result.stderr) < 500
+    listed = cli(isolated_home, "logs", "list").stdout.splitlines()
+    names = [line.split()[0] for line in listed]
+    assert len(names) == 2
+    for name in names:  # what `logs list` prints is accepted back
+        shown = cli(isolated_home, "logs", "show", name)
+        assert shown.returncode == 0, shown.stderr
+        assert json.loads(shown.stdout.splitlines()[0])["type"] == "start"
+    by_id = cli(isolated_home, "logs", "show", "req-two").stdout.splitlines()
+    assert json.loads(by_id[0])["data"]["question"] == "What does CDK5 do?"
+
+
+# --- 9. absurd speeds and times in a log cannot overflow or stall a replay ------------------
+
+
+def test_extreme_speeds_are_refused_and_extreme_times_capped(
+    isolated_home: Path, tmp_path: Path
+) -> None:
+    pipeline, _, _ = make_pipeline([ABCA1], "ABCA1 [1].")
+    list(pipeline.stream("What does ABCA1 do?", request_id="req-time"))
+    for speed in ("1e-300", "1e300", "nan"):
+        refused = cli(isolated_home, "replay", "req-time", "--speed", speed)
+        assert refused.returncode == 2
+        assert "give a positive number from 0.001 to 1,000,000" in refused.stderr
+    path = next((isolated_home / "logs").glob("*-req-time.jsonl"))
+    altered = tmp_path / "altered.jsonl"
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    for record in records:
+        if record["kind"] == "event" and record["event"]["type"] == "done":
+            record["event"]["t_ms"] = 1e300
+    altered.write_text("".join(json.dumps(record) + "\n" for record in records))
+    started = time.monotonic()
+    result = cli(isolated_home, "replay", str(altered), "--speed", "1000")
+    assert result.returncode == 0, result.stderr
+    assert "[done: answered" in result.stdout
+    assert time.monotonic() - started < 30  # a minute at most, at 1000x: 60 ms
+    replay = ("replay", str(altered), "--speed", "1000", "--serve")
+    with serve_command(isolated_home, command=replay) as served:
+        streamed = httpx.post(f"{served.base}/v1/answer/stream", json={}, timeout=30)
+        assert "event: done" in streamed.text
+
+
+# --- 10. odd files in the logs folder ------------------------------------------------------
+
+
+def test_odd_files_in_the_logs_folder_are_named_not_read(isolated_home: Path) -> None:
+    pipeline, _, _ = make_pipeline([ABCA1], "ABCA1 [1].")
+    list(pipeline.stream("What does ABCA1 do?", request_id="req-real"))
+    folder = isolated_home / "logs"
+    (folder / "20260101T000000000000-zero.jsonl").symlink_to("/dev/zero")
+    os.mkfifo(folder / "20260101T000000000001-fifo.jsonl")
+    (folder / "20260101T000000000002-loop.jsonl").symlink_to(
+        folder / "20260101T000000000002-loop.jsonl"
+    )
+    (folder / "20260101T000000000003-dir.jsonl").mkdir()
+    listed = cli(isolated_home, "logs", "list", "--json")
+    assert listed.returncode == 0, listed.stderr
+    rows = {Path(row["file"]).name.split("-", 1)[1]: row for row in json.loads(listed.stdout)}
+    assert rows["req-real.jsonl"]["state"] == "answered"
+    for odd in ("zero.jsonl", "fifo.jsonl", "dir.jsonl"):
+        assert "is not a regular file" in rows[odd]["error"]
+    assert "cannot read" in rows["loop.jsonl"]["error"]
+    for odd in ("zero", "fifo"):
+        shown = cli(isolated_home, "logs", "show", str(next(folder.glob(f"*-{odd}.jsonl"))))
+        assert shown.returncode == 1
+        assert "is not a regular file" in shown.stderr
+    pruned = cli(isolated_home, "logs", "prune", "--keep", "1")
+    assert pruned.returncode == 0, pruned.stderr
+    assert pruned.stdout == ""  # none of the odd entries is deleted, or followed
+    assert len(list(folder.iterdir())) == 5
+
+
+def test_an_unreadable_logs_folder_is_a_one_line_error(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    (home / "logs").mkdir(parents=True)
+    (home / "logs").chmod(0o000)
+    # Root reads any folder: as root the command runs without the capabilities that let it.
+    no_override = ["setpriv", "--inh-caps=-dac_override,-dac_read_search",
+                   "--bounding-set=-dac_override,-dac_read_search"]  # fmt: skip
+    prefix = no_override if os.geteuid() == 0 else []
+    try:
+        for action in (("list",), ("prune",), ("show", "req-x")):
+            result = subprocess.run(
+                [*prefix, str(Path(sys.executable).parent / "reactome-answers"),
+                 "--home", str(home), "logs", *action],
+                capture_output=True, text=True, timeout=120, check=False,
+            )  # fmt: skip
+            assert result.returncode == 1, (action, result.stderr)
+            assert "cannot list the logs folder" in result.stderr
+            assert "Permission denied" in result.stderr
+            assert len(result.stderr.strip().splitlines()) == 1
+    finally:
+        (home / "logs").chmod(0o755)

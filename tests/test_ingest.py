@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -106,8 +107,18 @@ def test_changed_summary_is_updated_and_vanished_one_deleted(
     text = version.collection.get(ids=["reactome:R-HSA-5682113:0"])["documents"]
     assert text is not None
     assert text[0].endswith("almost no HDL in their blood.")
-    # One live version per collection: the old one is gone.
-    assert [v.name for v in store.stale_versions(client, "reactome", keep=version.name)] == []
+    # The old version is retired, not deleted: requests already reading it finish on it.
+    (old,) = store.stale_versions(client, "reactome", keep=version.name)
+    assert isinstance(old.metadata[store.RETIRED], float)
+    assert store.keyword_index_dir(settings, old.name).is_dir()
+    assert store.remove_retired_versions(client, settings) == []  # too recent to go
+    # Once no request can still be reading it, it goes, with its index and its folder.
+    later = time.time() + store.retirement_grace_s(settings) + 1
+    assert store.remove_retired_versions(client, settings, now=later) == [old.name]
+    assert store.stale_versions(client, "reactome", keep=version.name) == []
+    assert not store.keyword_index_dir(settings, old.name).exists()
+    folders = [p for p in settings.chroma_path.iterdir() if p.is_dir()]
+    assert len(folders) == len(store.collection_infos(client))  # one index folder each
 
 
 class _FailingEmbeddings(Embeddings):

@@ -19,6 +19,7 @@ from langchain_core.documents import Document
 from langchain_core.language_models import BaseChatModel, FakeListChatModel
 from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import RunnableLambda
+from pydantic import Field
 
 from callbacks.events import CitationEvent, DoneEvent, ErrorEvent, Event, TokenEvent
 from pipelines.pipeline import NOTHING_FOUND, AnswerPipeline
@@ -54,11 +55,13 @@ class FakeRetriever(BaseRetriever):
     expander: BaseChatModel | None = None
     nested: BaseRetriever | None = None
     calls: int = 0
+    queries: list[str] = Field(default_factory=list)  # what each call searched for
 
     def _get_relevant_documents(
         self, query: str, *, run_manager: CallbackManagerForRetrieverRun, **kwargs: Any
     ) -> list[Document]:
         self.calls += 1
+        self.queries.append(query)
         child = run_manager.get_child()
         if self.expander is not None:
             # Streamed, so its tokens really reach the handler (which must ignore them).
