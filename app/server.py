@@ -186,7 +186,7 @@ def create_app(
 
         report: dict[str, Any] = {"llm": settings.llm, "embeddings": settings.embeddings}
         try:
-            infos = store.collection_infos(store.open_client(settings))
+            infos = store.collection_infos(shared.store_client())
             report["store"] = "ok"
             report["collections"] = {info.name: info.documents for info in infos}
         except ReactomeAnswersError as error:
@@ -202,6 +202,6 @@ def create_app(
     async def collections() -> list[dict[str, Any]]:
         from pipelines import store
 
-        return [info.as_json() for info in store.collection_infos(store.open_client(settings))]
+        return [info.as_json() for info in store.collection_infos(shared.store_client())]
 
     return app

@@ -138,6 +138,7 @@ class AnswerPipeline:
         self.settings = settings or load_settings()
         self._retriever = retriever
         self._logs_pruned_at: float | None = None
+        self._retired_checked_at: float | None = None
         self._releases: tuple[float, dict[str, dict[str, str]]] | None = None
         self.raise_handler_errors = raise_handler_errors
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -175,13 +176,10 @@ class AnswerPipeline:
                 given = _RunnableRetriever(runnable=given)
             return given.with_config(tags=[RETRIEVAL_TAG], run_name="retrieval")
         from pipelines.retriever import ReactomeRetriever
-        from pipelines.store import open_client
 
-        if self._client is None:
-            self._client = open_client(self.settings)
         retriever = ReactomeRetriever(
             settings=self.settings,
-            client=self._client,
+            client=self._client,  # None: the process's own client, reopened as versions change
             embeddings=self.embeddings,
             expander=self.models[1],
             k=self.settings.max_sources,
@@ -201,17 +199,43 @@ class AnswerPipeline:
             from pipelines import store
 
             try:
-                client = (
-                    self._client if self._client is not None else store.open_client(self.settings)
-                )
                 releases = {
                     info.name: {"release": info.release, "version": info.version}
-                    for info in store.collection_infos(client)
+                    for info in store.collection_infos(self.store_client())
                 }
             except Exception:
                 releases = {}
         self._releases = (now, releases)
         return releases
+
+    def store_client(self) -> Any:
+        """The Chroma client this pipeline reads through: the one given, or the process's own
+        client for the settings' store (which the retriever may have reopened since)."""
+        from pipelines import store
+
+        return self._client if self._client is not None else store.open_client(self.settings)
+
+    def _remove_retired_now_and_then(self) -> None:
+        """Versions an ingest retired are removed once no request can still read them; a
+        serving process does it about once a minute, off the event loop, so that they go even
+        when no further ingest runs."""
+        if self._retriever is not None:
+            return  # a retriever from outside: no store of ours
+        now = time.monotonic()
+        if self._retired_checked_at is not None and now - self._retired_checked_at < _PRUNE_EVERY_S:
+            return
+        self._retired_checked_at = now
+
+        def remove() -> None:
+            from pipelines import store
+
+            try:
+                store.remove_retired_versions(self.store_client(), self.settings)
+            except Exception as error:  # housekeeping must never fail an answer
+                print(f"reactome-answers: warning: retired collection versions not removed "
+                      f"({one_line(error)})", file=sys.stderr)  # fmt: skip
+
+        asyncio.get_running_loop().run_in_executor(None, remove)
 
     @cached_property
     def chain(self) -> Runnable[dict[str, Any], str]:
@@ -313,6 +337,7 @@ class AnswerPipeline:
     ) -> AsyncGenerator[Event, None]:
         """Yield the request's events: ``start``, ``citation``..., ``token``..., ``done``."""
         check_collection_names(collections or ())
+        self._remove_retired_now_and_then()
         cite = self.settings.cite_urls if cite_urls is None else cite_urls
         request_id = request_id or uuid.uuid4().hex
         options = {"llm": self.settings.llm, "cite_urls": cite, "history_turns": len(history)}

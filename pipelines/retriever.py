@@ -14,7 +14,8 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -64,6 +65,40 @@ _CHUNKS_PER_SOURCE = 2
 _VERSION_TTL_S = 5.0
 
 
+class _ReadWriteGate:
+    """Many readers at once, or one writer alone; a waiting writer lets no new reader in."""
+
+    def __init__(self) -> None:
+        self._condition = threading.Condition()
+        self._readers = 0
+        self._writing = False
+
+    @contextmanager
+    def reading(self) -> Iterator[None]:
+        with self._condition:
+            self._condition.wait_for(lambda: not self._writing)
+            self._readers += 1
+        try:
+            yield
+        finally:
+            with self._condition:
+                self._readers -= 1
+                self._condition.notify_all()
+
+    @contextmanager
+    def writing(self) -> Iterator[None]:
+        with self._condition:
+            self._condition.wait_for(lambda: not self._writing)
+            self._writing = True
+            self._condition.wait_for(lambda: self._readers == 0)
+        try:
+            yield
+        finally:
+            with self._condition:
+                self._writing = False
+                self._condition.notify_all()
+
+
 @dataclass
 class _Candidate:
     chunk_id: str
@@ -80,7 +115,12 @@ class ReactomeRetriever(BaseRetriever):
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
     settings: Settings
-    client: Any  # chromadb ClientAPI (not a pydantic type)
+    client: Any = Field(
+        default=None,
+        description="a chromadb ClientAPI; unset means the process's own client for the "
+        "settings' store, which is reopened when a new version goes live (so Chroma lets go "
+        "of the retired one)",
+    )
     embeddings: Embeddings
     expander: BaseChatModel
     k: int = 10
@@ -106,6 +146,8 @@ class ReactomeRetriever(BaseRetriever):
     _keyword_indexes: dict[str, KeywordIndex] = PrivateAttr(default_factory=dict)
     _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
     _versions: dict[str, tuple[float, store.StoredVersion]] = PrivateAttr(default_factory=dict)
+    _gate: _ReadWriteGate = PrivateAttr(default_factory=lambda: _ReadWriteGate())
+    _reopen_wanted: bool = PrivateAttr(default=False)
 
     # --- expansion ------------------------------------------------------------------------
 
@@ -188,16 +230,36 @@ class ReactomeRetriever(BaseRetriever):
     def search(self, expansion: Expansion, collections: Sequence[str], k: int) -> list[Document]:
         """Everything after expansion; plain Python, so it can run in a worker thread."""
         vectors = np.asarray(self.embeddings.embed_documents(expansion.queries), dtype=np.float32)
-        try:
-            return self._search_once(expansion, vectors, collections, k)
-        except ReactomeAnswersError:
-            raise
-        except Exception:
-            # A cached version may have been replaced by an ingest since: look again once.
-            forgotten = [name for name in collections if self._forget_version(name)]
-            if not forgotten:
+        if self._reopen_wanted:
+            self._reopen_client()
+        with self._gate.reading():  # a search never sees the client closed under it
+            try:
+                return self._search_once(expansion, vectors, collections, k)
+            except ReactomeAnswersError:
                 raise
-            return self._search_once(expansion, vectors, collections, k)
+            except Exception:
+                # A cached version may have been replaced by an ingest since: look again once.
+                forgotten = [name for name in collections if self._forget_version(name)]
+                if not forgotten:
+                    raise
+                return self._search_once(expansion, vectors, collections, k)
+
+    def _store_client(self) -> Any:
+        if self.client is None:
+            self.client = store.open_client(self.settings)
+        return self.client
+
+    def _reopen_client(self) -> None:
+        """A new version went live: once no search is running, reopen the client so that
+        Chroma closes what it held of the versions it replaced."""
+        with self._gate.writing():
+            if not self._reopen_wanted:
+                return  # another thread reopened it meanwhile
+            self._reopen_wanted = False
+            if self.client is not None:
+                self.client = store.reopen_client(self.settings, self.client)
+            with self._lock:
+                self._versions.clear()  # their collections belong to the closed client
 
     def _search_once(
         self,
@@ -279,9 +341,14 @@ class ReactomeRetriever(BaseRetriever):
             cached = self._versions.get(name)
         if cached is not None and now - cached[0] < _VERSION_TTL_S:
             return cached[1]
-        version = store.check_embedding_model(self.client, name, self.settings)
+        version = store.check_embedding_model(self._store_client(), name, self.settings)
         with self._lock:
             self._versions[name] = (now, version)
+            if cached is not None and cached[1].name != version.name:
+                # Swapped by an ingest: the old version's keyword index is not needed again,
+                # and the client is reopened before the next search to release its vectors.
+                self._keyword_indexes.pop(cached[1].name, None)
+                self._reopen_wanted = True
         return version
 
     def _forget_version(self, name: str) -> bool:
