@@ -76,3 +76,23 @@ def sample_home(tmp_path_factory: pytest.TempPathFactory, minilm: Embeddings) ->
     )
     yield home
     check_logs_replay(home)
+
+
+@pytest.fixture(scope="module")
+def fuzz_base(sample_home: Path, minilm: Embeddings) -> Iterator[str]:
+    """The HTTP app on 127.0.0.1 over the sample corpus, with fake models, logs off."""
+    from langchain_core.language_models import FakeListChatModel
+
+    from app.server import create_app
+    from pipelines.pipeline import AnswerPipeline
+    from pipelines.settings import load_settings
+    from tests.servers import serve
+
+    settings = load_settings(home=sample_home, event_logs=False)
+    pipeline = AnswerPipeline(
+        settings,
+        embeddings=minilm,
+        answer_model=FakeListChatModel(responses=["ABCA1 exports cholesterol [1][2][9]."]),
+        expander_model=FakeListChatModel(responses=["{}"]),
+    )
+    yield from serve(create_app(settings, pipeline=pipeline))

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,11 +13,9 @@ import pytest
 import schemathesis
 from hypothesis import HealthCheck, given, settings
 from langchain_core.embeddings import Embeddings
-from langchain_core.language_models import FakeListChatModel
 from schemathesis.core.result import Ok
 
 from app.cli import main as cli_main
-from app.server import create_app
 from callbacks.events import CitationEvent, Event, TokenEvent
 from pipelines.citations import cited_numbers
 from pipelines.identifiers import url_problem
@@ -27,23 +24,11 @@ from pipelines.settings import load_settings
 from tests.fake_openai import FORGED, fake_chat
 from tests.forged import FORGED_IDS, FORGED_QUESTION, GUIDE_QUESTION, build_forged_home
 from tests.invariants import check_stream
-from tests.servers import serve, serve_command
+from tests.servers import serve_command
 from tests.sse import parse_sse
 from tests.test_stream_gating import ABCA1, make_pipeline
 
 # --- the HTTP API, fuzzed from its OpenAPI document -------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def fuzz_base(sample_home: Path, minilm: Embeddings) -> Iterator[str]:
-    settings = load_settings(home=sample_home, event_logs=False)
-    pipeline = AnswerPipeline(
-        settings,
-        embeddings=minilm,
-        answer_model=FakeListChatModel(responses=["ABCA1 exports cholesterol [1][2][9]."]),
-        expander_model=FakeListChatModel(responses=["{}"]),
-    )
-    yield from serve(create_app(settings, pipeline=pipeline))
 
 
 @pytest.mark.parametrize("mode", list(schemathesis.GenerationMode))

@@ -18,13 +18,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-from langchain_core.embeddings import Embeddings
-from langchain_core.language_models import FakeListChatModel
 
-from app.server import create_app
-from pipelines.pipeline import AnswerPipeline
-from pipelines.settings import load_settings
-from tests.servers import serve, serve_command
+from tests.servers import serve_command
 from tests.test_event_logs import cli
 from tests.test_stream_gating import ABCA1, CDK5, make_pipeline
 
@@ -214,48 +209,36 @@ def test_connections_over_the_cap_get_503_in_our_error_shape(sample_home: Path) 
 # --- 12. one behaviour for empty and blank questions; content type; HEAD --------------------
 
 
-@pytest.fixture(scope="module")
-def app_base(sample_home: Path, minilm: Embeddings) -> Iterator[str]:
-    settings = load_settings(home=sample_home, event_logs=False)
-    pipeline = AnswerPipeline(
-        settings,
-        embeddings=minilm,
-        answer_model=FakeListChatModel(responses=["ABCA1 exports cholesterol [1]."]),
-        expander_model=FakeListChatModel(responses=["{}"]),
-    )
-    yield from serve(create_app(settings, pipeline=pipeline))
-
-
 @pytest.mark.parametrize("question", ["", "   ", "\n\t "])
 @pytest.mark.parametrize("path", ["/v1/answer", "/v1/answer/stream"])
-def test_empty_and_blank_questions_are_both_422(app_base: str, path: str, question: str) -> None:
-    response = httpx.post(f"{app_base}{path}", json={"question": question}, timeout=30)
+def test_empty_and_blank_questions_are_both_422(fuzz_base: str, path: str, question: str) -> None:
+    response = httpx.post(f"{fuzz_base}{path}", json={"question": question}, timeout=30)
     assert response.status_code == 422
     assert response.json()["error"]["message"] == (
         "question: is empty or only white space; ask a question"
     )
 
 
-def test_a_body_that_is_not_json_is_415_naming_the_content_type(app_base: str) -> None:
+def test_a_body_that_is_not_json_is_415_naming_the_content_type(fuzz_base: str) -> None:
     body = json.dumps({"question": QUESTION})
     for headers, named in (
         ({"Content-Type": "text/plain"}, "'text/plain'"),
         ({"Content-Type": "application/x-www-form-urlencoded"}, "x-www-form-urlencoded"),
         ({}, "no Content-Type"),
     ):
-        response = httpx.post(f"{app_base}/v1/answer", content=body, headers=headers, timeout=30)
+        response = httpx.post(f"{fuzz_base}/v1/answer", content=body, headers=headers, timeout=30)
         assert response.status_code == 415, response.text
         message = response.json()["error"]["message"]
         assert named in message
         assert "Content-Type: application/json" in message
     charset = {"Content-Type": "application/json; charset=utf-8"}
-    ok = httpx.post(f"{app_base}/v1/answer", content=body, headers=charset, timeout=30)
+    ok = httpx.post(f"{fuzz_base}/v1/answer", content=body, headers=charset, timeout=30)
     assert ok.status_code == 200
 
 
-def test_head_healthz_answers_like_get_without_a_body(app_base: str) -> None:
-    got = httpx.get(f"{app_base}/healthz", timeout=30)
-    head = httpx.head(f"{app_base}/healthz", timeout=30)
+def test_head_healthz_answers_like_get_without_a_body(fuzz_base: str) -> None:
+    got = httpx.get(f"{fuzz_base}/healthz", timeout=30)
+    head = httpx.head(f"{fuzz_base}/healthz", timeout=30)
     assert head.status_code == got.status_code == 200
     assert head.content == b""
     assert head.headers["content-type"] == "application/json"
