@@ -13,6 +13,7 @@ handler and ``request_id``. A client that disconnects cancels its generation.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import uuid
 from collections.abc import AsyncIterator
@@ -38,6 +39,7 @@ from pipelines.settings import Settings, load_settings
 
 __all__ = [
     "KEEP_ALIVE_S",
+    "RETIRED_EVERY_S",
     "STREAM_HEADERS",
     "AnswerRequest",
     "add_body_limits",
@@ -48,6 +50,9 @@ __all__ = [
 # Proxies (nginx and friends) must pass each event on at once and never cache a stream.
 STREAM_HEADERS = {"Cache-Control": "no-cache, no-transform", "X-Accel-Buffering": "no"}
 KEEP_ALIVE_S = 15
+# How often a server looks for collection versions an ingest retired (listing the store's
+# collections is cheap): they go within this long of their grace.
+RETIRED_EVERY_S = 10.0
 
 CollectionName = Literal["reactome", "disease_variants", "userguide"]
 
@@ -116,13 +121,24 @@ def create_app(
     settings = settings or load_settings()
     shared = pipeline or AnswerPipeline(settings)
 
+    async def remove_retired_versions_every(seconds: float) -> None:
+        while True:
+            await asyncio.to_thread(shared.remove_retired_versions)
+            await asyncio.sleep(seconds)
+
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         # Load the models and open the store once, before the first request; a store that is
         # down is reported by /healthz rather than stopping the server.
         with contextlib.suppress(ReactomeAnswersError):
             app.state.warm = (shared.models, shared.retriever)
-        yield
+        housekeeping = asyncio.create_task(remove_retired_versions_every(RETIRED_EVERY_S))
+        try:
+            yield
+        finally:
+            housekeeping.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await housekeeping
 
     app = FastAPI(
         title="reactome-answers",

@@ -46,8 +46,13 @@ from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda, R
 from callbacks.events import DoneEvent, ErrorEvent, Event
 from callbacks.handler import ANSWER_TAG, RETRIEVAL_TAG, AnswerEventHandler
 from callbacks.log import EventLog, log_file_name, prune_configured_logs
+
+# Imported here, before any request starts a worker thread: a log opened in one thread and a
+# search in another would otherwise import chromadb (and numpy) at the same time, and a
+# package imported from two threads at once can be seen half initialized.
+from pipelines import store
 from pipelines.definitions import check_collection_names
-from pipelines.errors import ModelError, ReactomeAnswersError
+from pipelines.errors import ModelError, ReactomeAnswersError, StoreUnavailableError
 from pipelines.normalize import normalize_question
 from pipelines.prompts import answer_messages
 from pipelines.questions import refusal_for
@@ -138,7 +143,6 @@ class AnswerPipeline:
         self.settings = settings or load_settings()
         self._retriever = retriever
         self._logs_pruned_at: float | None = None
-        self._retired_checked_at: float | None = None
         self._releases: tuple[float, dict[str, dict[str, str]]] | None = None
         self.raise_handler_errors = raise_handler_errors
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -196,8 +200,6 @@ class AnswerPipeline:
             return self._releases[1]
         releases: dict[str, dict[str, str]] = {}
         if self._retriever is None:
-            from pipelines import store
-
             try:
                 releases = {
                     info.name: {"release": info.release, "version": info.version}
@@ -211,31 +213,23 @@ class AnswerPipeline:
     def store_client(self) -> Any:
         """The Chroma client this pipeline reads through: the one given, or the process's own
         client for the settings' store (which the retriever may have reopened since)."""
-        from pipelines import store
-
         return self._client if self._client is not None else store.open_client(self.settings)
 
-    def _remove_retired_now_and_then(self) -> None:
-        """Versions an ingest retired are removed once no request can still read them; a
-        serving process does it about once a minute, off the event loop, so that they go even
-        when no further ingest runs."""
+    def remove_retired_versions(self) -> None:
+        """Remove the versions an ingest retired once no request can still read them
+        (:func:`pipelines.store.remove_retired_versions`); ``serve`` calls this every few
+        seconds off its event loop, so they go even when no further ingest runs. Never raises:
+        housekeeping must not fail a server, and a store that is down is reported by the
+        answers and ``/healthz`` already."""
         if self._retriever is not None:
             return  # a retriever from outside: no store of ours
-        now = time.monotonic()
-        if self._retired_checked_at is not None and now - self._retired_checked_at < _PRUNE_EVERY_S:
-            return
-        self._retired_checked_at = now
-
-        def remove() -> None:
-            from pipelines import store
-
-            try:
-                store.remove_retired_versions(self.store_client(), self.settings)
-            except Exception as error:  # housekeeping must never fail an answer
-                print(f"reactome-answers: warning: retired collection versions not removed "
-                      f"({one_line(error)})", file=sys.stderr)  # fmt: skip
-
-        asyncio.get_running_loop().run_in_executor(None, remove)
+        try:
+            store.remove_retired_versions(self.store_client(), self.settings)
+        except StoreUnavailableError:
+            pass
+        except Exception as error:
+            print(f"reactome-answers: warning: retired collection versions not removed "
+                  f"({one_line(error)})", file=sys.stderr)  # fmt: skip
 
     @cached_property
     def chain(self) -> Runnable[dict[str, Any], str]:
@@ -337,7 +331,6 @@ class AnswerPipeline:
     ) -> AsyncGenerator[Event, None]:
         """Yield the request's events: ``start``, ``citation``..., ``token``..., ``done``."""
         check_collection_names(collections or ())
-        self._remove_retired_now_and_then()
         cite = self.settings.cite_urls if cite_urls is None else cite_urls
         request_id = request_id or uuid.uuid4().hex
         options = {"llm": self.settings.llm, "cite_urls": cite, "history_turns": len(history)}
