@@ -9,8 +9,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pipelines.definitions import COLLECTION_NAMES, load_definitions
-from pipelines.errors import InputError
+from pipelines.definitions import catalog_for
+from pipelines.errors import InputError, ReactomeAnswersError
 from pipelines.settings import Settings
 
 if TYPE_CHECKING:
@@ -25,12 +25,18 @@ _COLUMNS = ("added", "updated", "deleted", "unchanged", "skipped", "errors", "do
 
 
 def collection_list(value: str) -> list[str]:
+    """Comma-separated names of declared collections (the bundled ones and any under
+    ``REACTOME_ANSWERS_COLLECTIONS_PATH``)."""
     names = [name.strip() for name in value.split(",") if name.strip()]
-    unknown = [name for name in names if name not in COLLECTION_NAMES]
+    try:
+        known = catalog_for().names
+    except ReactomeAnswersError as error:  # a broken declaration: argparse's one-line usage error
+        raise argparse.ArgumentTypeError(str(error)) from error
+    unknown = [name for name in names if name not in known]
     if unknown or not names:
         raise argparse.ArgumentTypeError(
             f"unknown collection(s) {', '.join(unknown) or repr(value)}; "
-            f"choose from {', '.join(COLLECTION_NAMES)}"
+            f"choose from {', '.join(known)}"
         )
     return names
 
@@ -47,8 +53,7 @@ def add_ingest_arguments(parser: argparse.ArgumentParser) -> None:
         dest="from_dir",
         type=Path,
         metavar="DIR",
-        help="ingest release files found in DIR or its reactome/, disease_variants/ and "
-        "userguide/ folders",
+        help="ingest release files found in DIR or in its <collection>/ folders",
     )
     source.add_argument(
         "--download",
@@ -70,7 +75,7 @@ def add_ingest_arguments(parser: argparse.ArgumentParser) -> None:
         "--collections",
         type=collection_list,
         metavar="A,B",
-        help=f"only these collections ({', '.join(COLLECTION_NAMES)})",
+        help="only these collections, comma separated (see the 'collections' command)",
     )
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     parser.add_argument(
@@ -96,30 +101,36 @@ def _table(summaries: Sequence[CollectionSummary]) -> str:
 
 
 def cmd_ingest(args: argparse.Namespace, settings: Settings) -> int:
-    from pipelines.ingest import ingest, locate_sources, sample_dir
+    from pipelines.ingest import ingest, locate_sources, sample_sources
 
-    wanted = args.collections or list(COLLECTION_NAMES)
+    catalog = catalog_for(settings)
+    wanted = args.collections or list(catalog.names)
     release = args.release or "unknown"
     if args.download_url and not args.download:
         raise InputError("--download-url only applies to --download", fix="drop --download-url")
+    required = args.collections is not None
     if args.sample:
-        directory, label, release = sample_dir(), "sample", args.release or "sample"
+        sources = sample_sources(wanted, required=required, catalog=catalog)
+        label, release = "sample", args.release or "sample"
     elif args.download:
         from pipelines.download import download_release
 
         release = args.release or "current"
+        if not required:  # all of them: those that can be downloaded
+            wanted = [name for name in wanted if catalog[name].download is not None]
         directory = download_release(
             settings.home / "downloads" / release,
             wanted,
             release=args.release,
             base_url=args.download_url,
             progress=not args.json and sys.stderr.isatty(),
+            catalog=catalog,
         )
+        sources = locate_sources(directory, wanted, required=required, catalog=catalog)
         label = "download"
     else:
         directory, label = args.from_dir.resolve(), f"from {args.from_dir.resolve()}"
-
-    sources = locate_sources(directory, wanted, required=args.collections is not None)
+        sources = locate_sources(directory, wanted, required=required, catalog=catalog)
     progress = not args.json and sys.stderr.isatty()
     summaries = ingest(settings, sources, release=release, source_label=label, progress=progress)
 
@@ -145,23 +156,21 @@ def cmd_ingest(args: argparse.Namespace, settings: Settings) -> int:
 
 def cmd_collections(args: argparse.Namespace, settings: Settings) -> int:
     from pipelines import store
-    from pipelines.ingest import sample_dir
 
-    infos = store.collection_infos(store.open_client(settings))
+    catalog = catalog_for(settings)
+    infos = store.collection_infos(store.open_client(settings), catalog.names)
     if args.json:
         print(json.dumps([info.as_json() for info in infos], indent=2))
         return 0
     if not infos:
         print(f"nothing ingested in {settings.home}; run 'reactome-answers ingest --sample'")
         return 0
-    definitions = load_definitions(sample_dir())
     for info in infos:
         print(
             f"{info.name}: {info.documents} documents, {info.chunks} chunks, "
             f"release {info.release}, {info.embedding_model}, ingested {info.created_at}"
         )
-        if info.name in definitions:
-            print(f"    {definitions[info.name].description}")
+        print(f"    {catalog[info.name].description}")
         for file_name, digest in sorted(info.files.items()):
             print(f"    {file_name}  sha256:{digest[:16]}")
     return 0

@@ -16,22 +16,22 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import anyio
 from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
 from sse_starlette import EventSourceResponse
 
 from app._errors import add_error_handlers, error_response
 from app._http import BodyLimits, RequireJSON
 from app._web import add_web_client
 from callbacks.events import to_sse
-from pipelines.definitions import COLLECTION_NAMES
+from pipelines.definitions import catalog_for
 from pipelines.errors import ReactomeAnswersError
 from pipelines.pipeline import AnswerPipeline
 from pipelines.redaction import redact_secrets
@@ -54,8 +54,6 @@ KEEP_ALIVE_S = 15
 # collections is cheap): they go within this long of their grace.
 RETIRED_EVERY_S = 10.0
 
-CollectionName = Literal["reactome", "disease_variants", "userguide"]
-
 
 class Turn(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -73,7 +71,7 @@ class AnswerRequest(BaseModel):
     # the validator says the same in words.
     question: str = Field(min_length=1, pattern=r"\S", examples=["What causes Tangier disease?"])
     history: list[Turn] = Field(default_factory=list, max_length=50)
-    collections: list[CollectionName] | None = Field(
+    collections: list[str] | None = Field(
         default=None, description="search these instead of letting the expander route"
     )
     cite_urls: bool | None = Field(default=None, description="cite user-guide pages by url")
@@ -92,6 +90,32 @@ class AnswerRequest(BaseModel):
             "cite_urls": self.cite_urls,
             "request_id": request_id,
         }
+
+
+def answer_request_model(names: Sequence[str]) -> type[AnswerRequest]:
+    """:class:`AnswerRequest` whose ``collections`` accepts exactly ``names`` (the declared
+    collections), so that the OpenAPI document lists them and anything else is a 422."""
+    allowed: Any = Literal[tuple(names)]
+    field: Any = (
+        list[allowed] | None,
+        Field(default=None, description="search these instead of letting the expander route"),
+    )
+    return create_model("AnswerRequest", __base__=AnswerRequest, collections=field)
+
+
+_Endpoint = TypeVar("_Endpoint", bound=Callable[..., Any])
+
+
+def _body_is(model: type[BaseModel]) -> Callable[[_Endpoint], _Endpoint]:
+    """FastAPI reads an endpoint's ``body`` as ``model``: a class built per app, which the
+    annotation in the source (a string, under ``from __future__ import annotations``) cannot
+    name."""
+
+    def decorate(endpoint: _Endpoint) -> _Endpoint:
+        endpoint.__annotations__["body"] = model
+        return endpoint
+
+    return decorate
 
 
 def add_body_limits(app: FastAPI, settings: Settings) -> None:
@@ -120,6 +144,8 @@ def create_app(
     """The application; ``pipeline`` may be given (tests, embedders), else it is built."""
     settings = settings or load_settings()
     shared = pipeline or AnswerPipeline(settings)
+    catalog = catalog_for(settings)
+    request_model = answer_request_model(catalog.names)
 
     async def remove_retired_versions_every(seconds: float) -> None:
         while True:
@@ -162,6 +188,7 @@ def create_app(
         return None
 
     @app.post("/v1/answer", summary="Answer a question; the done event's data as JSON")
+    @_body_is(request_model)
     async def answer(body: AnswerRequest) -> Any:
         too_long = check_length(body)
         if too_long is not None:
@@ -174,6 +201,7 @@ def create_app(
         return result
 
     @app.post("/v1/answer/stream", summary="Answer a question as Server-Sent Events")
+    @_body_is(request_model)
     async def answer_stream(body: AnswerRequest) -> Any:
         too_long = check_length(body)
         if too_long is not None:
@@ -202,15 +230,15 @@ def create_app(
 
         report: dict[str, Any] = {"llm": settings.llm, "embeddings": settings.embeddings}
         try:
-            infos = store.collection_infos(shared.store_client())
+            infos = store.collection_infos(shared.store_client(), catalog.names)
             report["store"] = "ok"
             report["collections"] = {info.name: info.documents for info in infos}
         except ReactomeAnswersError as error:
             report["store"] = redact_secrets(str(error))
             report["collections"] = {}
-        missing = [name for name in COLLECTION_NAMES if name not in report["collections"]]
+        missing = [name for name in catalog.names if name not in report["collections"]]
         report["missing"] = missing
-        healthy = report["store"] == "ok" and len(missing) < len(COLLECTION_NAMES)
+        healthy = report["store"] == "ok" and len(missing) < len(catalog.names)
         report["status"] = "ok" if healthy else "unavailable"
         return JSONResponse(report, status_code=200 if healthy else 503)
 
@@ -218,6 +246,7 @@ def create_app(
     async def collections() -> list[dict[str, Any]]:
         from pipelines import store
 
-        return [info.as_json() for info in store.collection_infos(shared.store_client())]
+        infos = store.collection_infos(shared.store_client(), catalog.names)
+        return [info.as_json() for info in infos]
 
     return app

@@ -1,10 +1,11 @@
 """Fetch release files and user-guide pages for ``ingest --download``.
 
-Release files come from ``https://reactome.org/download/<release or current>/``, or from a
-mirror given with ``--download-url``; a mirror may keep them flat or in per-collection
-folders (``reactome/``, ``disease_variants/``, ``userguide/``), and both are tried. User-guide
-pages come from the mirror when it lists them in a ``SOURCES.tsv``, otherwise as HTML from the
-site itself.
+Each collection's ``collection.toml`` says how it is downloaded. ``download = "release"``: its
+files come from ``https://reactome.org/download/<release or current>/``, or from a mirror given
+with ``--download-url``; a mirror may keep them flat or in per-collection folders
+(``<collection>/``), and both are tried. ``download = "module:function"``: that function
+fetches them (:func:`download_userguide`: pages from the mirror when it lists them in a
+``SOURCES.tsv``, otherwise as HTML from the site itself).
 """
 
 from __future__ import annotations
@@ -17,12 +18,11 @@ from urllib.parse import urljoin, urlsplit
 import httpx
 from tqdm import tqdm
 
+from pipelines.definitions import Catalog, catalog_for
 from pipelines.errors import DownloadError
-from pipelines.loaders.reactome import PATHWAYS_FILE, RELATION_FILE, SUMMATION_FILE
 from pipelines.loaders.userguide import SOURCES_FILE
-from pipelines.loaders.variants import VARIANTS_FILE
 
-__all__ = ["REACTOME_DOWNLOAD_URL", "USERGUIDE_PAGES", "download_release"]
+__all__ = ["REACTOME_DOWNLOAD_URL", "USERGUIDE_PAGES", "download_release", "download_userguide"]
 
 REACTOME_DOWNLOAD_URL = "https://reactome.org/download/"
 # The pages the user guide's own index links to.
@@ -38,10 +38,6 @@ USERGUIDE_PAGES = (
     "/userguide/review-status",
     "/userguide/reactome-fiviz",
 )
-_RELEASE_FILES = {
-    "reactome": ((SUMMATION_FILE, True), (PATHWAYS_FILE, False), (RELATION_FILE, False)),
-    "disease_variants": ((VARIANTS_FILE, True),),
-}
 _TIMEOUT = httpx.Timeout(60.0, connect=15.0)
 
 
@@ -95,7 +91,8 @@ def _mirror_sources(client: httpx.Client, base: str) -> tuple[str, list[str]] | 
     return None
 
 
-def _download_userguide(client: httpx.Client, base: str, target: Path, *, progress: bool) -> None:
+def download_userguide(client: httpx.Client, base: str, target: Path, *, progress: bool) -> None:
+    """The user guide's pages into ``target``, with a ``SOURCES.tsv`` naming their site paths."""
     target.mkdir(parents=True, exist_ok=True)
     listed = _mirror_sources(client, base)
     saved: list[tuple[str, str]] = []
@@ -135,22 +132,38 @@ def download_release(
     release: str | None = None,
     base_url: str | None = None,
     progress: bool = False,
+    catalog: Catalog | None = None,
 ) -> Path:
     """Download what ``collections`` need into ``target``/<collection>/ and return ``target``."""
+    catalog = catalog or catalog_for()
     base = base_url or urljoin(REACTOME_DOWNLOAD_URL, f"{release or 'current'}/")
     base = base if base.endswith("/") else base + "/"
     with httpx.Client(timeout=_TIMEOUT, follow_redirects=True) as client:
-        for name in collections:
+        for name in catalog.check(collections):
+            definition = catalog[name]
             folder = target / name
-            if name == "userguide":
-                _download_userguide(client, base, folder, progress=progress)
+            if definition.download is None:
+                raise DownloadError(
+                    f"collection {name!r} declares no download ({definition.path})",
+                    fix="ingest it with --from DIR, or leave it out with --collections",
+                )
+            downloader = definition.download_function()
+            if downloader is not None:
+                downloader(client, base, folder, progress=progress)
                 continue
             folder.mkdir(parents=True, exist_ok=True)
-            for file_name, required in _RELEASE_FILES[name]:
-                urls = [urljoin(base, file_name), urljoin(base, f"{name}/{file_name}")]
-                if not _fetch(client, urls, folder / file_name, progress=progress) and required:
+            for spec in definition.files:
+                if spec.name is None:
                     raise DownloadError(
-                        f"{file_name} is not at {urls[0]}",
+                        f"collection {name!r}: files.{spec.role} is a folder of pages, which a "
+                        "release folder does not list",
+                        fix="give the collection a download function, or ingest it with --from",
+                    )
+                urls = [urljoin(base, spec.name), urljoin(base, f"{name}/{spec.name}")]
+                fetched = _fetch(client, urls, folder / spec.name, progress=progress)
+                if not fetched and spec.required:
+                    raise DownloadError(
+                        f"{spec.name} is not at {urls[0]}",
                         fix="check --release, or pass --download-url for a mirror",
                     )
     return target

@@ -15,9 +15,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
+from pydantic import Field
 
 from pipelines._chat import ComposedChatModel
-from pipelines.definitions import COLLECTION_NAMES
+from pipelines.definitions import Catalog, catalog_for, catalog_from_path
 
 __all__ = [
     "Expansion",
@@ -33,10 +34,8 @@ You prepare searches over Reactome. Given a question (and maybe earlier turns of
 1. Rewrite it as one standalone question.
 2. Write up to {n} short alternative search queries: gene and protein symbols, variant
    notations such as R132H, disease and pathway names, synonyms.
-3. Choose the collections to search: "userguide" for questions about using the Reactome
-   website (pathway browser, analysis tools, downloads, identifiers to submit);
-   "disease_variants" and "reactome" for questions about a variant or mutation;
-   "reactome" (and "disease_variants" for diseases) for biology.
+3. Choose the collections to search, one or more of:
+{collections}
 Reply with JSON only: {{"question": "...", "queries": ["..."], "collections": ["..."]}}"""
 
 _STOPWORDS = frozenset(
@@ -55,25 +54,6 @@ _VARIANT_RE = re.compile(
     r"\b(?:p\.)?[ACDEFGHIKLMNPQRSTVWY]\d{1,5}(?:[ACDEFGHIKLMNPQRSTVWY*]|fs|del)\b"
 )
 _SYMBOL_RE = re.compile(r"\b(?=[A-Za-z0-9-]*[A-Z][A-Za-z0-9-]*[A-Z0-9])[A-Z][A-Za-z0-9-]{1,11}\b")
-_VARIANT_WORDS_RE = re.compile(
-    r"\b(?:variants?|mutations?|mutants?|mutated|missense|substitutions?|"
-    r"(?:loss|gain)[- ]of[- ]function)\b",
-    re.IGNORECASE,
-)
-_USAGE_RE = re.compile(
-    r"\b(?:pathway browser|browser|website|web site|web page|diagrams?|analysis tools?|"
-    r"analy[sz]e (?:my|a|the|data|genes?|identifiers?)|analysis service|upload|download|"
-    r"submit|search box|species comparison|tissue distribution|details panel|click|button|"
-    r"menu|zoom|export|log ?in|user guide|tutorial|"
-    r"cypher|neo4j|graph database|docker|reactomegsa|over-?representation|statistical test|"
-    r"analysis results?|identifier mapping|crosswalk|stable identifiers?|R-[A-Z]{3}-\d+\.\d+|"
-    r"when (?:i|you) (?:look|view|open|click)|"
-    r"how (?:do|can|should) (?:i|we|you) (?:use|find|search|run|download|submit|view|open|"
-    r"export|analy[sz]e|navigate|see|get|cite|convert|map|compare|start|install|query))\b",
-    re.IGNORECASE,
-)
-# A question about Reactome itself, rather than the biology in it, may need the user guide.
-_ABOUT_REACTOME_RE = re.compile(r"\bReactome(?:'s)?\b", re.IGNORECASE)
 _PRONOUN_RE = re.compile(r"\b(?:it|its|they|them|their|this|that|these|those)\b", re.IGNORECASE)
 
 
@@ -90,18 +70,10 @@ class Expansion:
         return self.queries[0]
 
 
-def route(question: str) -> list[str]:
-    """Collections a question needs, by rules: website usage goes to the user guide only, and
-    biology that names Reactome itself searches the user guide too."""
-    if _USAGE_RE.search(question):
-        return ["userguide"]
-    if _VARIANT_RE.search(question) or _VARIANT_WORDS_RE.search(question):
-        chosen = ["disease_variants", "reactome"]
-    else:
-        chosen = ["reactome", "disease_variants"]
-    if _ABOUT_REACTOME_RE.search(question):
-        chosen.append("userguide")
-    return chosen
+def route(question: str, catalog: Catalog | None = None) -> list[str]:
+    """Collections a question needs, by the routing hints each collection declares
+    (:meth:`pipelines.definitions.Catalog.route`)."""
+    return (catalog or catalog_for()).route(question)
 
 
 def _content_words(text: str) -> list[str]:
@@ -118,7 +90,10 @@ def _standalone(question: str, history: Sequence[tuple[str, str]]) -> str:
 
 
 def rule_expansion(
-    question: str, history: Sequence[tuple[str, str]] = (), max_queries: int = 3
+    question: str,
+    history: Sequence[tuple[str, str]] = (),
+    max_queries: int = 3,
+    catalog: Catalog | None = None,
 ) -> Expansion:
     """The deterministic expansion: content words, symbols and variant notations, acronyms."""
     standalone = _standalone(question.strip(), history)
@@ -134,16 +109,23 @@ def rule_expansion(
     for candidate in candidates:
         if candidate and candidate.lower() not in {q.lower() for q in queries}:
             queries.append(candidate)
-    return Expansion(queries[: max_queries + 1], route(standalone))
+    return Expansion(queries[: max_queries + 1], route(standalone, catalog))
 
 
 def expander_messages(
-    question: str, history: Sequence[tuple[str, str]] = (), max_queries: int = 3
+    question: str,
+    history: Sequence[tuple[str, str]] = (),
+    max_queries: int = 3,
+    catalog: Catalog | None = None,
 ) -> list[BaseMessage]:
     turns = "\n".join(f"{role}: {text}" for role, text in history[-6:])
     body = (f"Earlier turns:\n{turns}\n\n" if turns else "") + f"Question: {question}"
+    listed = "\n".join(
+        f'   "{definition.name}": {definition.routing.prompt}'
+        for definition in catalog or catalog_for()
+    )
     return [
-        SystemMessage(content=EXPANDER_SYSTEM.format(n=max_queries)),
+        SystemMessage(content=EXPANDER_SYSTEM.format(n=max_queries, collections=listed)),
         HumanMessage(content=body),
     ]
 
@@ -160,16 +142,21 @@ def _read_expander_prompt(messages: Sequence[BaseMessage]) -> tuple[str, list[tu
 
 
 def parse_expansion(
-    text: str, question: str, history: Sequence[tuple[str, str]] = (), max_queries: int = 3
+    text: str,
+    question: str,
+    history: Sequence[tuple[str, str]] = (),
+    max_queries: int = 3,
+    catalog: Catalog | None = None,
 ) -> Expansion:
     """The model's JSON expansion, checked; rules fill in whatever is missing or invalid."""
+    catalog = catalog or catalog_for()
     match = re.search(r"\{.*\}", text, re.DOTALL)
     try:
         data = json.loads(match.group(0)) if match else None
     except json.JSONDecodeError:
         data = None
     if not isinstance(data, dict):
-        rules = rule_expansion(question, history, max_queries)
+        rules = rule_expansion(question, history, max_queries, catalog)
         return Expansion(rules.queries, rules.collections, fallback="expander reply was not JSON")
     standalone = data.get("question")
     standalone = (
@@ -182,11 +169,11 @@ def parse_expansion(
     collections = [
         name
         for name in dict.fromkeys(data.get("collections") or [])
-        if isinstance(name, str) and name in COLLECTION_NAMES
+        if isinstance(name, str) and name in catalog
     ]
     fallback = None
     if not collections:
-        collections, fallback = route(standalone), "expander chose no known collection"
+        collections, fallback = catalog.route(standalone), "expander chose no known collection"
     return Expansion(queries[: max_queries + 1], collections, fallback)
 
 
@@ -195,6 +182,9 @@ class RuleExpanderModel(ComposedChatModel):
 
     model_name: str = "rule-expander"
     max_queries: int = 3
+    collections_path: str = Field(
+        default="", description="the settings' collections_path: which collections to route to"
+    )
 
     @property
     def _llm_type(self) -> str:
@@ -202,7 +192,8 @@ class RuleExpanderModel(ComposedChatModel):
 
     def reply(self, messages: list[BaseMessage]) -> str:
         question, history = _read_expander_prompt(messages)
-        expansion = rule_expansion(question, history, self.max_queries)
+        catalog = catalog_from_path(self.collections_path)
+        expansion = rule_expansion(question, history, self.max_queries, catalog)
         return json.dumps(
             {
                 "question": expansion.question,

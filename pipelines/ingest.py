@@ -12,7 +12,7 @@ import json
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -24,13 +24,11 @@ from langchain_text_splitters import RecursiveCharacterTextSplitter
 from tqdm import tqdm
 
 from pipelines import store
+from pipelines.definitions import Catalog, CollectionDefinition, bundled_dir, catalog_for
 from pipelines.embeddings import MiniLMEmbeddings
-from pipelines.errors import InputError
+from pipelines.errors import ConfigurationError, InputError
 from pipelines.keyword_index import KeywordIndex
 from pipelines.loaders import LoadResult, Problem, SourceDocument
-from pipelines.loaders.reactome import PATHWAYS_FILE, RELATION_FILE, SUMMATION_FILE, load_reactome
-from pipelines.loaders.userguide import is_page, load_userguide
-from pipelines.loaders.variants import VARIANTS_FILE, load_variants
 from pipelines.settings import Settings
 
 __all__ = [
@@ -40,6 +38,7 @@ __all__ = [
     "ingest",
     "locate_sources",
     "sample_dir",
+    "sample_sources",
 ]
 
 # Chroma refuses a single add of more than ~5,400 records.
@@ -54,19 +53,32 @@ _SPLITTER = RecursiveCharacterTextSplitter(
 
 @dataclass(frozen=True)
 class CollectionSources:
-    """The files one collection is read from."""
+    """The files one collection is read from, by the role its declaration gives each."""
 
-    name: str
+    definition: CollectionDefinition
     paths: dict[str, Path]
 
+    @property
+    def name(self) -> str:
+        return self.definition.name
+
     def load(self) -> LoadResult:
-        if self.name == "reactome":
-            return load_reactome(
-                self.paths["summation"], self.paths.get("pathways"), self.paths.get("relation")
+        """The declared loader's documents, cited only as the declaration allows."""
+        loaded = self.definition.load_function()(**self.paths)
+        if not isinstance(loaded, LoadResult):
+            raise ConfigurationError(
+                f"{self.definition.path}: loader: {self.definition.loader} returned "
+                f"{type(loaded).__name__}, not a LoadResult",
+                fix="make the loader return pipelines.loaders.LoadResult",
             )
-        if self.name == "disease_variants":
-            return load_variants(self.paths["variants"])
-        return load_userguide(self.paths["pages"])
+        allowed = {"st_id": {"st_id"}, "url": {"url"}, "context": set()}[self.definition.cited_as]
+        for number, document in enumerate(loaded.documents):
+            if set(document.citation) - {"display_name"} - allowed:
+                citation = {k: v for k, v in document.citation.items() if k in allowed}
+                if citation:
+                    citation["display_name"] = document.citation.get("display_name", "")
+                loaded.documents[number] = replace(document, citation=citation)
+        return loaded
 
     def describe(self) -> str:
         return ", ".join(str(path) for path in self.paths.values())
@@ -107,33 +119,31 @@ class CollectionSummary:
 
 
 def sample_dir() -> Path:
-    """The sample corpus: ``collections/`` in a source checkout, or the installed copy."""
-    candidates = [
-        Path(__file__).resolve().parents[1] / "collections",
-        Path(sys.prefix) / "share" / "reactome-answers" / "collections",
+    """The bundled collections' folder: each ``<name>/`` holds a definition and its sample."""
+    return bundled_dir()
+
+
+def _locate(definition: CollectionDefinition, folders: Sequence[Path]) -> dict[str, Path]:
+    paths = {}
+    for spec in definition.files:
+        path = spec.find(folders)
+        if path is not None:
+            paths[spec.role] = path
+    return paths
+
+
+def _missing(definition: CollectionDefinition, paths: dict[str, Path]) -> list[str]:
+    return [
+        spec.describe() for spec in definition.files if spec.required and spec.role not in paths
     ]
-    for candidate in candidates:
-        if (candidate / "reactome" / SUMMATION_FILE).is_file():
-            return candidate
-    raise InputError(
-        "the bundled sample corpus is missing from this installation",
-        fix="reinstall reactome-answers, or ingest --from a folder of release files",
-    )
-
-
-def _first_file(folders: Sequence[Path], name: str) -> Path | None:
-    return next((folder / name for folder in folders if (folder / name).is_file()), None)
-
-
-def _page_folder(folders: Sequence[Path]) -> Path | None:
-    for folder in folders:
-        if folder.is_dir() and any(is_page(path) for path in folder.iterdir()):
-            return folder
-    return None
 
 
 def locate_sources(
-    directory: Path, wanted: Sequence[str], *, required: bool
+    directory: Path,
+    wanted: Sequence[str],
+    *,
+    required: bool,
+    catalog: Catalog | None = None,
 ) -> dict[str, CollectionSources]:
     """Find each wanted collection's files in ``directory`` or its ``<collection>/`` folder.
 
@@ -142,38 +152,44 @@ def locate_sources(
     """
     if not directory.is_dir():
         raise InputError(f"{directory} is not a folder", fix="give --from an existing folder")
+    catalog = catalog or catalog_for()
     found: dict[str, CollectionSources] = {}
     missing: list[str] = []
-    for name in wanted:
-        folders = [directory / name, directory]
-        paths: dict[str, Path] = {}
-        if name == "reactome":
-            roles = {"summation": SUMMATION_FILE, "pathways": PATHWAYS_FILE}
-            roles["relation"] = RELATION_FILE
-            for role, file_name in roles.items():
-                path = _first_file(folders, file_name)
-                if path is not None:
-                    paths[role] = path
-            needed = "summation"
-            looked_for = SUMMATION_FILE
-        elif name == "disease_variants":
-            path = _first_file(folders, VARIANTS_FILE)
-            if path is not None:
-                paths["variants"] = path
-            needed, looked_for = "variants", VARIANTS_FILE
+    for name in catalog.check(wanted):
+        definition = catalog[name]
+        paths = _locate(definition, [directory / name, directory])
+        lacking = _missing(definition, paths)
+        if lacking:
+            missing.append(f"{name} ({', '.join(lacking)} in {directory}/{name} or {directory})")
         else:
-            folder = _page_folder(folders)
-            if folder is not None:
-                paths["pages"] = folder
-            needed, looked_for = "pages", "user-guide pages (*.mdx, *.md, *.html)"
-        if needed in paths:
-            found[name] = CollectionSources(name, paths)
-        else:
-            missing.append(f"{name} ({looked_for} in {directory}/{name} or {directory})")
+            found[name] = CollectionSources(definition, paths)
     if (required and missing) or not found:
         raise InputError(
             f"no source files for {'; '.join(missing)}",
             fix="point --from at a folder holding Reactome release files, or use --collections",
+        )
+    return found
+
+
+def sample_sources(
+    wanted: Sequence[str], *, required: bool, catalog: Catalog | None = None
+) -> dict[str, CollectionSources]:
+    """Each wanted collection's sample: the files in its own declaration's folder."""
+    catalog = catalog or catalog_for()
+    found: dict[str, CollectionSources] = {}
+    missing: list[str] = []
+    for name in catalog.check(wanted):
+        definition = catalog[name]
+        paths = _locate(definition, [definition.folder])
+        lacking = _missing(definition, paths)
+        if lacking:
+            missing.append(f"{name} ({', '.join(lacking)} in {definition.folder})")
+        else:
+            found[name] = CollectionSources(definition, paths)
+    if (required and missing) or not found:
+        raise InputError(
+            f"no sample files for {'; '.join(missing)}",
+            fix="ingest those collections with --from DIR, or leave them out with --collections",
         )
     return found
 
@@ -416,10 +432,8 @@ def ingest(
     client = client or store.open_client(settings)
     embeddings = embeddings or make_embeddings(settings)
     summaries = []
-    # The three known collections in their usual order, then any others (benchmarks add one).
-    order = [name for name in store.COLLECTION_NAMES if name in sources]
-    order += [name for name in sources if name not in store.COLLECTION_NAMES]
-    for name in order:
+    # In the declared order, whatever order they were found in.
+    for name in sorted(sources, key=lambda name: sources[name].definition.order):
         summary = _ingest_one(
             client,
             settings,

@@ -51,7 +51,7 @@ from callbacks.log import EventLog, log_file_name, prune_configured_logs
 # search in another would otherwise import chromadb (and numpy) at the same time, and a
 # package imported from two threads at once can be seen half initialized.
 from pipelines import store
-from pipelines.definitions import check_collection_names
+from pipelines.definitions import catalog_for, load_catalog
 from pipelines.errors import ModelError, ReactomeAnswersError, StoreUnavailableError
 from pipelines.normalize import normalize_question
 from pipelines.prompts import answer_messages
@@ -65,9 +65,9 @@ __all__ = ["NOTHING_FOUND", "AnswerPipeline", "answer_result"]
 _PRUNE_EVERY_S = 60.0
 _RELEASES_TTL_S = 10.0
 
-NOTHING_FOUND = (
-    "I found nothing in Reactome's pathways, disease variants or user guide that answers this."
-)
+# What a nothing-found answer says with the bundled collections (a pipeline whose settings
+# declare more names them too).
+NOTHING_FOUND = load_catalog().nothing_found()
 
 History = Sequence[tuple[str, str]]
 
@@ -203,7 +203,9 @@ class AnswerPipeline:
             try:
                 releases = {
                     info.name: {"release": info.release, "version": info.version}
-                    for info in store.collection_infos(self.store_client())
+                    for info in store.collection_infos(
+                        self.store_client(), catalog_for(self.settings).names
+                    )
                 }
             except Exception:
                 releases = {}
@@ -315,7 +317,7 @@ class AnswerPipeline:
             handler.fail("internal", one_line(error))
             return
         if not handler.retrieval_ended or (not handler.sources and not handler.context):
-            handler.finish("nothing_found", text=NOTHING_FOUND)
+            handler.finish("nothing_found", text=catalog_for(self.settings).nothing_found())
         else:
             # A model that did not stream left no tokens: its reply is the answer.
             handler.finish("answered", text=None if handler.raw_text else reply)
@@ -330,7 +332,7 @@ class AnswerPipeline:
         request_id: str | None = None,
     ) -> AsyncGenerator[Event, None]:
         """Yield the request's events: ``start``, ``citation``..., ``token``..., ``done``."""
-        check_collection_names(collections or ())
+        catalog_for(self.settings).check(collections or ())
         cite = self.settings.cite_urls if cite_urls is None else cite_urls
         request_id = request_id or uuid.uuid4().hex
         options = {"llm": self.settings.llm, "cite_urls": cite, "history_turns": len(history)}

@@ -111,6 +111,8 @@ def make_models(
 ) -> tuple[BaseChatModel, BaseChatModel]:
     """``(answer model, expander model)`` for the settings' ``llm``."""
     if settings.llm == "extractive":
-        return ExtractiveChatModel(embeddings=embeddings, streaming=True), RuleExpanderModel()
+        return ExtractiveChatModel(embeddings=embeddings, streaming=True), RuleExpanderModel(
+            collections_path=settings.collections_path
+        )
     model = _llamacpp(settings) if settings.llm.startswith("llamacpp") else _openai(settings)
     return model, model

@@ -33,7 +33,7 @@ from langchain_core.runnables import RunnableConfig
 from pydantic import ConfigDict, Field, PrivateAttr
 
 from pipelines import store
-from pipelines.definitions import check_collection_names
+from pipelines.definitions import Catalog, catalog_for
 from pipelines.errors import EventHandlerError, ReactomeAnswersError
 from pipelines.expander import Expansion, expander_messages, parse_expansion, rule_expansion
 from pipelines.keyword_index import KeywordIndex
@@ -133,11 +133,6 @@ class ReactomeRetriever(BaseRetriever):
     collections: list[str] | None = Field(
         default=None, description="fixed collections instead of the expander's routing"
     )
-    extra_collections: tuple[str, ...] = Field(
-        default=(),
-        description="other ingested collections that may be named at call time (the "
-        "benchmarks add one of reaction summaries for scale)",
-    )
     ranking: Ranking = Field(
         default="hybrid_rerank",
         description="dense or BM25 alone, both fused (RRF), or fused then re-ranked by "
@@ -149,20 +144,25 @@ class ReactomeRetriever(BaseRetriever):
     _gate: _ReadWriteGate = PrivateAttr(default_factory=lambda: _ReadWriteGate())
     _reopen_wanted: bool = PrivateAttr(default=False)
 
+    @property
+    def catalog(self) -> Catalog:
+        """The collections the settings declare (bundled, plus ``collections_path``)."""
+        return catalog_for(self.settings)
+
     # --- expansion ------------------------------------------------------------------------
 
     def _expansion_from(
         self, reply: Any, question: str, history: Sequence[tuple[str, str]]
     ) -> Expansion:
         text = str(getattr(reply, "content", reply))
-        return parse_expansion(text, question, history, self.max_queries)
+        return parse_expansion(text, question, history, self.max_queries, self.catalog)
 
     def _fallback(
         self, question: str, history: Sequence[tuple[str, str]], error: Exception
     ) -> Expansion:
         # The question alone (made standalone from the history), routed by the rules: a
         # failing model is no reason to search for anything the user did not ask.
-        alone = rule_expansion(question, history, max_queries=0)
+        alone = rule_expansion(question, history, max_queries=0, catalog=self.catalog)
         reason = f"expander failed ({one_line(error)}); searched the question alone"
         return Expansion(alone.queries, alone.collections, fallback=reason)
 
@@ -172,7 +172,7 @@ class ReactomeRetriever(BaseRetriever):
         history: Sequence[tuple[str, str]],
         run_manager: CallbackManagerForRetrieverRun | AsyncCallbackManagerForRetrieverRun,
     ) -> tuple[list[BaseMessage], RunnableConfig]:
-        messages = expander_messages(question, history, self.max_queries)
+        messages = expander_messages(question, history, self.max_queries, self.catalog)
         config: RunnableConfig = {
             "callbacks": run_manager.get_child(),
             "tags": [EXPANDER_TAG],
@@ -223,9 +223,7 @@ class ReactomeRetriever(BaseRetriever):
 
     def _collections_for(self, expansion: Expansion, override: Sequence[str] | None) -> list[str]:
         chosen = list(override or self.collections or expansion.collections)
-        known = check_collection_names([n for n in chosen if n not in self.extra_collections])
-        extra = [name for name in chosen if name in self.extra_collections]
-        return known + extra if chosen else ["reactome", "disease_variants"]
+        return self.catalog.check(chosen) if chosen else self.catalog.default_names
 
     def search(self, expansion: Expansion, collections: Sequence[str], k: int) -> list[Document]:
         """Everything after expansion; plain Python, so it can run in a worker thread."""

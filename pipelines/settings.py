@@ -66,6 +66,11 @@ class Settings(BaseSettings):
     cite_urls: bool = Field(
         default=False, description="cite user-guide pages by url (off: they are uncited context)"
     )
+    collections_path: str = Field(
+        default="",
+        description="more collections: folders (separated by ':') holding "
+        "<name>/collection.toml, beside the bundled ones",
+    )
     chroma_host: str | None = Field(
         default=None,
         validation_alias=AliasChoices("chroma_host", "CHROMA_HOST", f"{ENV_PREFIX}CHROMA_HOST"),

@@ -24,6 +24,7 @@ import shutil
 import sqlite3
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -35,7 +36,7 @@ from chromadb.api.models.Collection import Collection
 from chromadb.config import Settings as ChromaSettings
 from chromadb.errors import NotFoundError
 
-from pipelines.definitions import COLLECTION_NAMES
+from pipelines.definitions import COLLECTION_NAMES, catalog_for
 from pipelines.errors import ConfigurationError, NotIngestedError, StoreUnavailableError
 from pipelines.settings import Settings
 
@@ -275,9 +276,11 @@ class CollectionInfo:
         }
 
 
-def collection_infos(client: ClientAPI) -> list[CollectionInfo]:
+def collection_infos(client: ClientAPI, names: Sequence[str] | None = None) -> list[CollectionInfo]:
+    """What is ingested of each of ``names`` (by default, every collection the environment
+    declares), in that order."""
     infos = []
-    for logical in COLLECTION_NAMES:
+    for logical in catalog_for().names if names is None else names:
         version = active_version(client, logical)
         if version is None:
             continue

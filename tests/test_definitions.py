@@ -4,12 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 from pipelines import store
-from pipelines.definitions import load_definitions
-from pipelines.errors import ConfigurationError
-from pipelines.ingest import locate_sources, sample_dir
+from pipelines.definitions import catalog_from_path, load_definitions
+from pipelines.ingest import locate_sources, sample_dir, sample_sources
 from pipelines.loaders.reactome import PATHWAYS_FILE, RELATION_FILE, SUMMATION_FILE
 from pipelines.loaders.userguide import PAGE_SUFFIXES, SOURCES_FILE
 from pipelines.loaders.variants import VARIANTS_FILE
@@ -17,16 +14,25 @@ from pipelines.loaders.variants import VARIANTS_FILE
 
 def test_one_definition_per_collection() -> None:
     definitions = load_definitions(sample_dir())
-    assert tuple(definitions) == tuple(sorted(store.COLLECTION_NAMES))
+    assert tuple(sorted(definitions)) == tuple(sorted(store.COLLECTION_NAMES))
     assert all(len(d.description) > 40 for d in definitions.values())
+    # Declared order, not the folders' alphabetical order, is the order of ingest and listing.
+    assert store.COLLECTION_NAMES == ("reactome", "disease_variants", "userguide")
 
 
 def test_definitions_name_the_files_the_loaders_read() -> None:
     definitions = load_definitions(sample_dir())
-    assert definitions["reactome"].files == (SUMMATION_FILE, PATHWAYS_FILE, RELATION_FILE)
-    assert definitions["disease_variants"].files == (VARIANTS_FILE,)
-    page_patterns = {f"*{suffix}" for suffix in PAGE_SUFFIXES}
-    assert set(definitions["userguide"].files) - {SOURCES_FILE} <= page_patterns
+    reactome = {spec.role: spec for spec in definitions["reactome"].files}
+    assert [spec.name for spec in reactome.values()] == [
+        SUMMATION_FILE,
+        PATHWAYS_FILE,
+        RELATION_FILE,
+    ]
+    assert [spec.required for spec in reactome.values()] == [True, False, False]
+    assert [spec.name for spec in definitions["disease_variants"].files] == [VARIANTS_FILE]
+    (pages,) = definitions["userguide"].files
+    assert set(pages.patterns) == {f"*{suffix}" for suffix in PAGE_SUFFIXES}
+    assert SOURCES_FILE in pages.about
 
 
 def test_sample_documents_are_cited_as_their_definition_says() -> None:
@@ -49,8 +55,24 @@ def test_sample_keeps_the_entities_the_demo_relies_on() -> None:
     assert len({doc.entity_key for doc in sources["userguide"].load().documents}) >= 6
 
 
-def test_broken_definition_is_a_clear_error(tmp_path: Path) -> None:
-    (tmp_path / "reactome").mkdir()
-    (tmp_path / "reactome" / "collection.toml").write_text('name = "reactome"\n', encoding="utf-8")
-    with pytest.raises(ConfigurationError, match="not a valid collection definition"):
-        load_definitions(tmp_path)
+def test_a_collection_declared_context_only_is_never_cited(tmp_path: Path) -> None:
+    """``cited_as`` is enforced at ingestion, whatever the loader puts in a citation."""
+    folder = tmp_path / "variants_context"
+    folder.mkdir()
+    declared = (sample_dir() / "disease_variants" / "collection.toml").read_text(encoding="utf-8")
+    declared = declared.replace('name = "disease_variants"', 'name = "variants_context"')
+    (folder / "collection.toml").write_text(
+        declared.replace('cited_as = "st_id"', 'cited_as = "context"'), encoding="utf-8"
+    )
+    (folder / VARIANTS_FILE).write_bytes(
+        (sample_dir() / "disease_variants" / VARIANTS_FILE).read_bytes()
+    )
+    catalog = catalog_from_path(str(tmp_path))
+    assert catalog["variants_context"].cited_as == "context"
+    sources = sample_sources(["variants_context"], required=True, catalog=catalog)
+    documents = sources["variants_context"].load().documents
+    assert documents
+    assert all(doc.citation == {} for doc in documents)
+    # The same loader under the shipped declaration cites by stable id.
+    shipped = sample_sources(["disease_variants"], required=True)["disease_variants"].load()
+    assert any("st_id" in doc.citation for doc in shipped.documents)

@@ -164,11 +164,12 @@ def is_page(path: Path) -> bool:
     return path.suffix.lower() in PAGE_SUFFIXES and path.name.lower() != "readme.md"
 
 
-def load_userguide(folder: Path) -> LoadResult:
+def load_userguide(pages: Path) -> LoadResult:
+    """One document per section of each page in the folder ``pages``."""
+    folder = pages
     result = LoadResult()
     index = _url_index(folder, result)
-    pages = sorted(p for p in folder.iterdir() if is_page(p))
-    for page in pages:
+    for page in sorted(p for p in folder.iterdir() if is_page(p)):
         lines = list(read_lines(page, result))
         if any(problem.origin.startswith(f"{page.name}:") for problem in result.problems):
             continue  # a page with unreadable bytes is reported, not half-ingested

@@ -98,7 +98,9 @@ def _describe(title: str, gene: str, row: dict[str, str]) -> str:
     return " ".join(sentences)
 
 
-def load_variants(path: Path) -> LoadResult:
+def load_variants(variants: Path) -> LoadResult:
+    """One document per variant row of ``variants`` (``disease_variant_ewas_mapping.tsv``)."""
+    path = variants
     result = LoadResult()
     lines = read_lines(path, result)
     header_line = next(lines, None)

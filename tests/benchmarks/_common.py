@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import csv
 import json
 import os
 import platform
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -17,36 +15,17 @@ import yaml
 from langchain_core.embeddings import Embeddings
 
 from pipelines import store
+from pipelines.definitions import catalog_from_path
 from pipelines.ingest import CollectionSources, ingest, locate_sources
-from pipelines.loaders import LoadResult, SourceDocument
-from pipelines.loaders._common import sha256_of
 from pipelines.settings import Settings, load_settings
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_DATA = HERE.parents[2] / "shared" / "data"
 QUESTIONS = HERE / "eval_questions.yaml"
+# The reaction summaries are a collection declared like any other, in a folder of our own.
+COLLECTIONS_PATH = str(HERE / "collections")
+CATALOG = catalog_from_path(COLLECTIONS_PATH)
 RESULTS = HERE / "results"
-
-
-@dataclass(frozen=True)
-class Reactions(CollectionSources):
-    """Reaction summaries (stId, pathway_stId, summation): not a release file, scale only."""
-
-    def load(self) -> LoadResult:
-        path = self.paths["reactions"]
-        result = LoadResult(files={path.name: sha256_of(path)})
-        with path.open(encoding="utf-8", newline="") as stream:
-            for number, row in enumerate(csv.DictReader(stream, delimiter="\t"), start=2):
-                result.documents.append(
-                    SourceDocument(
-                        key=row["stId"],
-                        title=f"Reaction {row['stId']} in {row['pathway_stId']}",
-                        text=row["summation"],
-                        origin=f"{path.name}:{number}",
-                        citation={"st_id": row["stId"], "display_name": row["stId"]},
-                    )
-                )
-        return result
 
 
 def corpus_sources(data: Path, *, with_reactions: bool) -> dict[str, CollectionSources]:
@@ -56,8 +35,8 @@ def corpus_sources(data: Path, *, with_reactions: bool) -> dict[str, CollectionS
         raise SystemExit(f"no extra/reaction_summations.tsv under {data}; pass --data DIR")
     sources = locate_sources(data, store.COLLECTION_NAMES, required=True)
     if with_reactions:
-        sources["reactions"] = Reactions(
-            "reactions", {"reactions": data / "extra" / "reaction_summations.tsv"}
+        sources.update(
+            locate_sources(data / "extra", ["reactions"], required=True, catalog=CATALOG)
         )
     return sources
 
@@ -72,7 +51,7 @@ def prepared_home(
 ) -> Settings:
     """A home with the corpus ingested. Ingestion is incremental: the first run embeds
     everything (minutes), later runs find nothing changed and return in seconds."""
-    settings = load_settings(home=home, event_logs=False)
+    settings = load_settings(home=home, event_logs=False, collections_path=COLLECTIONS_PATH)
     started = time.perf_counter()
     summaries = ingest(
         settings,

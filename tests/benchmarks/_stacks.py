@@ -105,15 +105,13 @@ def ours(
     *,
     k: int = 10,
 ) -> ReactomeRetriever:
-    known = [name for name in collections if name in store.COLLECTION_NAMES]
     return ReactomeRetriever(
         settings=settings,
         client=client,
         embeddings=embeddings,
-        expander=FixedExpander(collections=known),
+        expander=FixedExpander(collections=list(collections)),
         k=k,
         max_queries=ALTERNATIVES,
-        extra_collections=tuple(n for n in collections if n not in store.COLLECTION_NAMES),
     )
 
 
