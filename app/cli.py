@@ -1,7 +1,8 @@
 """The ``reactome-answers`` command line.
 
-Options that change settings (``--home``, ``--llm``, ...) are accepted before or after the
-command name and override the matching environment variables.
+Options that change settings (``--home``, ``--llm``, ...) are accepted before or after any
+command and action (see :class:`app._options.CommandParser`) and override the matching
+environment variables; given twice, the later one wins.
 """
 
 from __future__ import annotations
@@ -13,17 +14,16 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from importlib.metadata import PackageNotFoundError, version
-from typing import Any
 
 from app._ask_command import add_ask_arguments, cmd_ask
 from app._ingest_commands import add_ingest_arguments, cmd_collections, cmd_ingest
 from app._logs_commands import add_logs_arguments, add_replay_arguments, cmd_logs, cmd_replay
-from app._options import port_number
+from app._options import CommandParser, port_number
 from app._terminal import guard_output
 from callbacks.events import event_json_schema
 from pipelines.errors import ReactomeAnswersError
 from pipelines.redaction import redact_secrets
-from pipelines.settings import Settings, env_var_for, load_settings
+from pipelines.settings import Settings, load_settings
 
 __all__ = ["build_parser", "main"]
 
@@ -37,23 +37,10 @@ Answer questions about human biology from Reactome, with every [n] citation poin
 real Reactome entity.
 
 Settings come from REACTOME_ANSWERS_* environment variables (CHROMA_HOST and CHROMA_PORT for
-a Chroma server); the options below override them for one run.
+a Chroma server); the settings options below override them for one run. They are accepted
+before or after any command and its action (`reactome-answers logs list --home H` or
+`reactome-answers --home H logs list`); an option given twice: the later one wins.
 """
-
-# (settings field, option help) for every option that overrides a setting.
-_SETTING_OPTIONS: tuple[tuple[str, str], ...] = (
-    ("home", "folder for the store and logs"),
-    ("llm", "answer model: extractive, llamacpp[:PATH], openai:MODEL"),
-    ("chroma_host", "use the Chroma server on this host instead of the home folder"),
-    ("chroma_port", "port of that Chroma server"),
-)
-
-
-# (option, settings field, help) for on/off settings; each also gets its --no- form.
-_SWITCH_OPTIONS: tuple[tuple[str, str, str], ...] = (
-    ("--cite-urls", "cite_urls", "cite user-guide pages by their url"),
-    ("--log", "event_logs", "write an event log per request under HOME/logs"),
-)
 
 
 def _package_version() -> str:
@@ -61,27 +48,6 @@ def _package_version() -> str:
         return version(PROG)
     except PackageNotFoundError:  # running from a source tree that was never installed
         return "unknown"
-
-
-def _add_setting_options(parser: argparse.ArgumentParser, *, default: Any) -> None:
-    group = parser.add_argument_group("settings (override the environment)")
-    for field, help_text in _SETTING_OPTIONS:
-        group.add_argument(
-            f"--{field.replace('_', '-')}",
-            dest=field,
-            type=int if field == "chroma_port" else str,
-            default=default,
-            metavar=field.split("_")[-1].upper(),
-            help=f"{help_text} [{env_var_for(field)}]",
-        )
-    for option, field, help_text in _SWITCH_OPTIONS:
-        group.add_argument(
-            option,
-            dest=field,
-            action=argparse.BooleanOptionalAction,
-            default=default,
-            help=f"{help_text} [{env_var_for(field)}]",
-        )
 
 
 def _cmd_schema(args: argparse.Namespace, settings: Settings) -> int:
@@ -157,23 +123,17 @@ _COMMANDS: dict[str, tuple[str, _Handler, _Arguments | None]] = {
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    # Every parser below, commands' and their actions', is a CommandParser: each accepts the
+    # settings options, and one given twice (before and after a command) takes the later value.
+    parser = CommandParser(
         prog=PROG,
         description=_DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {_package_version()}")
-    _add_setting_options(parser, default=None)
-
-    # Subcommands repeat the setting options so they also work after the command name;
-    # SUPPRESS keeps a subcommand's unset option from erasing one given before it.
-    common = argparse.ArgumentParser(add_help=False)
-    _add_setting_options(common, default=argparse.SUPPRESS)
-
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-    commands.required = True
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, (summary, handler, add_arguments) in _COMMANDS.items():
-        sub = commands.add_parser(name, parents=[common], help=summary, description=summary)
+        sub = commands.add_parser(name, help=summary, description=summary)
         if add_arguments is not None:
             add_arguments(sub)
         sub.set_defaults(handler=handler)
