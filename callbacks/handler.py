@@ -48,6 +48,7 @@ from pipelines.citations import finalize_citations, strip_out_of_range_markers
 from pipelines.errors import EventHandlerError
 from pipelines.redaction import one_line, redact_secrets
 from pipelines.sources import Source, number_sources
+from pipelines.tags import ANSWER_TAG, EXPANDER_TAG, RETRIEVAL_TAG
 from pipelines.tokens import count_tokens
 
 __all__ = ["ANSWER_TAG", "EXPANDER_TAG", "RETRIEVAL_TAG", "AnswerEventHandler"]
@@ -62,10 +63,6 @@ class _Reraised(logging.Filter):
 
 
 logging.getLogger("langchain_core.callbacks.manager").addFilter(_Reraised())
-
-RETRIEVAL_TAG = "reactome-answers:retrieval"
-ANSWER_TAG = "reactome-answers:answer"
-EXPANDER_TAG = "reactome-answers:expander"
 
 
 _E = TypeVar("_E", StartEvent, CitationEvent, TokenEvent, ErrorEvent, DoneEvent)

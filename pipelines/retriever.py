@@ -39,10 +39,10 @@ from pipelines.expander import Expansion, expander_messages, parse_expansion, ru
 from pipelines.keyword_index import KeywordIndex
 from pipelines.redaction import one_line, redact_secrets
 from pipelines.settings import Settings
+from pipelines.tags import EXPANDER_TAG
 
-__all__ = ["EXPANDER_TAG", "EXPANSION_FALLBACK", "RANKINGS", "Ranking", "ReactomeRetriever"]
+__all__ = ["EXPANSION_FALLBACK", "RANKINGS", "Ranking", "ReactomeRetriever"]
 
-EXPANDER_TAG = "reactome-answers:expander"
 # The custom callback event that says the expander's own expansion was not used, and why;
 # the event log records it.
 EXPANSION_FALLBACK = "reactome-answers:expansion-fallback"

@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from langchain_core.embeddings import Embeddings
@@ -34,9 +35,7 @@ def pipeline(sample_home: Path, minilm: Embeddings) -> AnswerPipeline:
     )
 
 
-def ask(
-    pipeline: AnswerPipeline, question: str, **options: object
-) -> tuple[list[Event], DoneEvent]:
+def ask(pipeline: AnswerPipeline, question: str, **options: Any) -> tuple[list[Event], DoneEvent]:
     events = list(pipeline.stream(question, **options))
     return events, check_stream(events)
 

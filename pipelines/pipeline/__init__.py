@@ -1,0 +1,28 @@
+"""The pipeline object: one question in, events or a JSON result out.
+
+This package is the composition root: the one place that joins the LangChain side
+(``pipelines``) to the callback handler and the event logs (``callbacks``). Its modules, one
+job each: ``_answer`` (:class:`AnswerPipeline`: its parts and one request), ``_chain`` (the
+Runnable), ``_logs`` (a log per request, pruning), ``_releases`` (what the log header says
+answered), ``_sync`` (the event loop behind the synchronous calls), ``_result`` (the JSON
+result).
+
+    from pipelines.pipeline import AnswerPipeline
+
+    pipeline = AnswerPipeline()                    # settings from the environment
+    result = pipeline.invoke("What causes Tangier disease?")
+    result["text"], result["references"]           # the done event's data, plus request_id
+
+    for event in pipeline.stream("What does IDH1 R132H do?"):
+        print(event.type, event.data)              # start, citation..., token..., done
+
+``ainvoke`` and ``astream`` are the same for asyncio. ``pipeline.chain`` is the underlying
+LangChain Runnable (``{"question", "history", "collections", "cite_urls"}`` -> answer text);
+it works with LangChain's own ``astream_events``. Each call builds its own
+:class:`AnswerEventHandler`, so one pipeline serves concurrent requests.
+"""
+
+from pipelines.pipeline._answer import NOTHING_FOUND, AnswerPipeline, History
+from pipelines.pipeline._result import answer_result
+
+__all__ = ["NOTHING_FOUND", "AnswerPipeline", "History", "answer_result"]

@@ -1,0 +1,75 @@
+"""One event log per request: opened with its header, and the folder pruned now and then."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+import time
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from callbacks.log import EventLog, log_file_name, prune_configured_logs
+from pipelines.redaction import one_line
+from pipelines.settings import Settings
+
+__all__ = ["RequestLogs"]
+
+# Listing the folder on every request would cost a busy server; once a minute keeps the
+# folder within its limits give or take a minute's worth of logs.
+_PRUNE_EVERY_S = 60.0
+
+
+class RequestLogs:
+    """Where a pipeline's requests are logged (``settings.logs_dir``), if logs are on."""
+
+    def __init__(self, settings: Settings, releases: Callable[[], dict[str, Any]]) -> None:
+        self.settings = settings
+        self._releases = releases
+        self._pruned_at: float | None = None
+        # What identifies the settings a log was written under, without the home folder.
+        dumped = settings.model_dump(mode="json", exclude={"home"})
+        self._digest = hashlib.sha256(json.dumps(dumped, sort_keys=True).encode()).hexdigest()
+        self._digest = self._digest[:16]
+
+    def open(
+        self,
+        request_id: str,
+        questions: dict[str, str],
+        collections: Sequence[str] | None,
+        options: dict[str, Any],
+    ) -> EventLog | None:
+        """The request's log, its header written; ``None`` with logs off. Touches the store
+        and the disk: call it off the event loop."""
+        if not self.settings.event_logs:
+            return None
+        now = datetime.now(UTC)
+        log = EventLog(
+            self.settings.logs_dir / log_file_name(request_id, now),
+            {
+                "request_id": request_id,
+                **questions,
+                "collections": list(collections or ["auto"]),
+                "releases": self._releases(),
+                "options": options,
+                "settings_digest": self._digest,
+                "created_at": now.isoformat(timespec="milliseconds"),
+            },
+        )
+        # After opening, so the new log counts as the newest and is never the one pruned; a
+        # folder that cannot be written has already been reported once.
+        if log.writing:
+            self._prune_now_and_then()
+        return log
+
+    def _prune_now_and_then(self) -> None:
+        now = time.monotonic()
+        if self._pruned_at is not None and now - self._pruned_at < _PRUNE_EVERY_S:
+            return
+        self._pruned_at = now
+        try:
+            prune_configured_logs(self.settings)
+        except Exception as error:  # housekeeping must never fail an answer
+            print(f"reactome-answers: warning: old event logs not pruned ({one_line(error)})",
+                  file=sys.stderr)  # fmt: skip
