@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: install install-llamacpp install-browser test lint typecheck unit demo bench bench-quick eval bench-ingest soak clean
+.PHONY: install install-llamacpp install-browser install-node test lint typecheck unit demo bench bench-quick eval bench-ingest soak clean
 
 # Reinstall only when the project's metadata changes; the stamp lives inside the venv so
 # deleting .venv starts over cleanly. The offline embedding model's tokenizer comes with
@@ -29,13 +29,18 @@ install-llamacpp: $(BIN)/.installed
 	$(BIN)/python -m pip install --quiet $(LLAMA_WHEELS)/llama_cpp_python-*.whl
 	$(BIN)/python -m pip install --quiet -e '.[llamacpp]'
 
-# The web client's browser test drives Debian's chromium (Playwright's own browser download
-# needs the internet). Needs root or sudo the first time.
+# What the tests need from the machine, installed from Debian's packages when missing (root
+# or sudo): chromium for the web client's browser tests (Playwright's own browser download
+# needs the internet), Node.js for the web client's logic tests.
+SUDO = $(shell test "$$(id -u)" = 0 || echo sudo)
+APT_INSTALL = { $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq
 install-browser:
-	@test -x /usr/bin/chromium || { \
-		SUDO=$$(test "$$(id -u)" = 0 || echo sudo); \
-		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium >/dev/null; }
+	@test -x /usr/bin/chromium || $(APT_INSTALL) chromium >/dev/null; }
 	@/usr/bin/chromium --version
+
+install-node:
+	@command -v node >/dev/null || $(APT_INSTALL) nodejs >/dev/null; }
+	@node --version
 
 test: lint typecheck unit
 
@@ -46,7 +51,7 @@ lint: $(BIN)/.installed
 typecheck: $(BIN)/.installed
 	$(BIN)/mypy
 
-unit: $(BIN)/.installed
+unit: $(BIN)/.installed install-browser install-node
 	$(BIN)/pytest
 
 demo: $(BIN)/.installed
