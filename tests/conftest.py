@@ -86,7 +86,7 @@ def fuzz_base(sample_home: Path, minilm: Embeddings) -> Iterator[str]:
     from app.server import create_app
     from pipelines.pipeline import AnswerPipeline
     from pipelines.settings import load_settings
-    from tests.servers import serve
+    from tests.support.servers import serve
 
     settings = load_settings(home=sample_home, event_logs=False)
     pipeline = AnswerPipeline(

@@ -21,12 +21,12 @@ from pipelines.citations import cited_numbers
 from pipelines.identifiers import url_problem
 from pipelines.pipeline import AnswerPipeline
 from pipelines.settings import load_settings
-from tests.fake_openai import FORGED, fake_chat
-from tests.forged import FORGED_IDS, FORGED_QUESTION, GUIDE_QUESTION, build_forged_home
-from tests.invariants import check_stream
-from tests.servers import serve_command
-from tests.sse import parse_sse
-from tests.test_stream_gating import ABCA1, make_pipeline
+from tests.support.fake_openai import FORGED, fake_chat
+from tests.support.fake_pipeline import ABCA1, make_pipeline
+from tests.support.forged import FORGED_IDS, FORGED_QUESTION, GUIDE_QUESTION, build_forged_home
+from tests.support.invariants import check_stream
+from tests.support.servers import serve_command
+from tests.support.sse import parse_sse
 
 # --- the HTTP API, fuzzed from its OpenAPI document -------------------------------------------
 

@@ -11,13 +11,13 @@ from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
 from pipelines.citations import cited_numbers, finalize_citations, strip_out_of_range_markers
+from tests.support.markup import ANY_MARKUP, MARKDOWN_PIECES
 
 T = TypeVar("T")
 
 # Prose never contains brackets, backticks or "(" so that every bracket in a generated answer
 # is one of our markers, and the oracle below can read them with a plain regex.
 _PROSE_ALPHABET = st.sampled_from(list("abcXYZ019 \t\n.,;:!?)-é"))
-_ANY_MARKUP = st.sampled_from(list("[]()`~,-\u20130123456789 \n\tab.:"))
 
 
 @dataclass(frozen=True)
@@ -187,7 +187,7 @@ def test_untouched_list_iff_nothing_valid_cited(answer: tuple[int, list[str | Gr
         assert (kept == sources) == (order == list(range(1, n_sources + 1)))
 
 
-@given(st.text(_ANY_MARKUP, max_size=200) | st.text(max_size=200), st.integers(-2, 50))
+@given(st.text(ANY_MARKUP, max_size=200) | st.text(max_size=200), st.integers(-2, 50))
 def test_arbitrary_text_never_raises_and_stays_stable(text: str, n_sources: int) -> None:
     sources = list(range(max(n_sources, 0)))
     stripped = strip_out_of_range_markers(text, n_sources)
@@ -236,10 +236,7 @@ def markers_commonmark_sees(text: str) -> list[int]:
     return list(numbers)
 
 
-_MARKDOWN_PIECES = ["`", "``", "\\`", " ", "~", "[", "]", "1", "2", ",", "a", "\n"]
-
-
-@given(st.lists(st.sampled_from(_MARKDOWN_PIECES), max_size=60).map("".join))
+@given(st.lists(st.sampled_from(MARKDOWN_PIECES), max_size=60).map("".join))
 def test_code_and_markers_agree_with_a_commonmark_parser(text: str) -> None:
     # Indented code blocks are the one CommonMark construct we deliberately do not treat as
     # code: answers indent list continuations far more often than they indent code.

@@ -21,7 +21,7 @@ import pytest
 import app.cli
 from app.cli import build_parser, main
 from pipelines.settings import ENV_PREFIX, Settings
-from tests.test_stream_gating import ABCA1, make_pipeline
+from tests.support.fake_pipeline import ABCA1, make_pipeline
 
 SCRIPT = Path(sys.executable).parent / "reactome-answers"
 SETTINGS_TITLE = "settings (override the environment)"

@@ -6,8 +6,6 @@ import itertools
 import json
 import os
 import shutil
-import subprocess
-import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -22,8 +20,9 @@ from callbacks.handler import AnswerEventHandler
 from callbacks.log import EventLog, log_file_name, prune_logs, read_log
 from callbacks.replay import paced, replay_diff
 from pipelines.errors import EventLogError
-from tests.servers import serve_command
-from tests.test_stream_gating import ABCA1, CDK5, GUIDE, make_pipeline
+from tests.support.cli import cli
+from tests.support.fake_pipeline import ABCA1, CDK5, GUIDE, make_pipeline
+from tests.support.servers import serve_command
 
 
 def only_log(home: Path) -> Path:
@@ -140,15 +139,6 @@ def test_logs_can_be_switched_off(isolated_home: Path) -> None:
     pipeline, _, _ = make_pipeline([ABCA1], "ABCA1 [1].", event_logs=False)
     list(pipeline.stream("q"))
     assert not (isolated_home / "logs").exists()
-
-
-def cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != "REACTOME_ANSWERS_HOME"}
-    script = Path(sys.executable).parent / "reactome-answers"
-    return subprocess.run(
-        [str(script), "--home", str(home), *args],
-        capture_output=True, text=True, timeout=120, check=False, env=env,
-    )  # fmt: skip
 
 
 def test_logs_and_replay_commands(isolated_home: Path, tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.servers import serve_command
+from tests.support.servers import serve_command
 
 GLOSSARY_TOML = """\
 name = "glossary"

@@ -28,10 +28,10 @@ from pipelines.pipeline import AnswerPipeline
 from pipelines.retriever import EXPANSION_FALLBACK
 from pipelines.settings import load_settings
 from pipelines.store import COLLECTION_NAMES
-from tests.fake_openai import Behaviour, FakeChat, fake_chat
-from tests.invariants import check_stream
-from tests.servers import free_port, serve_command, wait_until_serving
-from tests.sse import parse_sse
+from tests.support.fake_openai import Behaviour, FakeChat, fake_chat
+from tests.support.invariants import check_stream
+from tests.support.servers import free_port, serve_command, wait_until_serving
+from tests.support.sse import parse_sse
 
 # Not shaped like an OpenAI key, and echoed by the fake server without "Bearer ": only the
 # rule that redacts the values of credential variables can catch it.

@@ -19,9 +19,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.servers import serve_command
-from tests.test_event_logs import cli
-from tests.test_stream_gating import ABCA1, CDK5, make_pipeline
+from tests.support.cli import cli
+from tests.support.fake_pipeline import ABCA1, CDK5, make_pipeline
+from tests.support.servers import serve_command
 
 QUESTION = "What does ABCA1 do in Tangier disease?"
 ONE_MB_BODY = json.dumps(

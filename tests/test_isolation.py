@@ -18,10 +18,10 @@ import pytest
 from callbacks.events import CitationEvent, Event, StartEvent
 from callbacks.log import read_log
 from callbacks.replay import comparable
-from tests.fake_openai import FakeChat, fake_chat
-from tests.invariants import check_stream
-from tests.servers import serve_command
-from tests.sse import parse_sse
+from tests.support.fake_openai import FakeChat, fake_chat
+from tests.support.invariants import check_stream
+from tests.support.servers import serve_command
+from tests.support.sse import parse_sse
 
 STREAMS = 200
 

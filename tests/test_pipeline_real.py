@@ -23,7 +23,7 @@ from pipelines.ingest import ingest, locate_sources, sample_dir
 from pipelines.pipeline import AnswerPipeline
 from pipelines.retriever import RANKINGS, Ranking, ReactomeRetriever
 from pipelines.settings import load_settings
-from tests.invariants import check_stream
+from tests.support.invariants import check_stream
 
 BIN = Path(sys.executable).parent
 

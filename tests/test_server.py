@@ -19,9 +19,9 @@ from callbacks.events import ErrorEvent, Event, parse_event
 from callbacks.log import read_log
 from pipelines.pipeline import AnswerPipeline
 from pipelines.settings import load_settings
-from tests.fakes import ScriptedStream
-from tests.invariants import check_stream
-from tests.servers import serve, serve_command
+from tests.support.fakes import ScriptedStream
+from tests.support.invariants import check_stream
+from tests.support.servers import serve, serve_command
 
 
 @pytest.fixture(scope="module")

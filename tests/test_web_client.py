@@ -21,10 +21,10 @@ from app.server import create_app
 from callbacks.events import CitationEvent, DoneEvent, Event, Reference, parse_event
 from pipelines.pipeline import AnswerPipeline
 from pipelines.settings import load_settings
-from tests.forged import FORGED_QUESTION, build_forged_home
-from tests.invariants import check_stream
-from tests.servers import serve, serve_command
-from tests.test_stream_gating import ABCA1, CDK5, make_pipeline
+from tests.support.fake_pipeline import ABCA1, CDK5, make_pipeline
+from tests.support.forged import FORGED_QUESTION, build_forged_home
+from tests.support.invariants import check_stream
+from tests.support.servers import serve, serve_command
 
 CHROMIUM = Path("/usr/bin/chromium")
 # Without the networking flags Chromium keeps dialling Google's hosts, which this closed

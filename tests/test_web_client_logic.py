@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 from pipelines.citations import _clusters, _code_spans
 from tests import test_citations_table
-from tests.test_citations_properties import _ANY_MARKUP, _MARKDOWN_PIECES
+from tests.support.markup import ANY_MARKUP, MARKDOWN_PIECES
 
 CLIENT_JS = Path(__file__).parents[1] / "app" / "web" / "static" / "client.js"
 
@@ -133,8 +133,8 @@ def test_every_table_row_marks_the_same_groups(node: _Node) -> None:
 
 
 @given(
-    st.lists(st.sampled_from(_MARKDOWN_PIECES), max_size=60).map("".join)
-    | st.text(_ANY_MARKUP, max_size=200)
+    st.lists(st.sampled_from(MARKDOWN_PIECES), max_size=60).map("".join)
+    | st.text(ANY_MARKUP, max_size=200)
     | st.text(max_size=200)
 )
 @example("CDK5 [4] and EGFR [1].\n\n[4]: CDK5 pathway")

@@ -52,7 +52,7 @@ from tests.benchmarks._common import (
     table,
     write_results,
 )
-from tests.fakes import ScriptedStream
+from tests.support.fakes import ScriptedStream
 
 # --- retrieval ---------------------------------------------------------------------------------
 
@@ -199,7 +199,7 @@ def serve_memory(home: Path) -> dict[str, Any]:
 
     import httpx
 
-    from tests.servers import free_port, wait_until_serving
+    from tests.support.servers import free_port, wait_until_serving
 
     port = free_port()
     command = [str(Path(sys.executable).parent / "reactome-answers"), "--home", str(home),

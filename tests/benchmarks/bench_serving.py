@@ -27,7 +27,7 @@ import httpx
 from httpx_sse import aconnect_sse
 
 from tests.benchmarks._common import percentile
-from tests.servers import free_port, wait_until_serving
+from tests.support.servers import free_port, wait_until_serving
 
 _QUESTION = "question number {i}"
 
@@ -41,7 +41,7 @@ def _serve(port: int, tokens: int, gap_ms: float, home: str) -> None:
     from app.server import create_app
     from pipelines.pipeline import AnswerPipeline
     from pipelines.settings import load_settings
-    from tests.fakes import ScriptedStream
+    from tests.support.fakes import ScriptedStream
 
     def paced(messages: Sequence[BaseMessage]) -> list[str]:
         """Names the question it answers and cites [1], in ``tokens`` tokens."""

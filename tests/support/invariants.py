@@ -1,4 +1,4 @@
-"""The stream invariants of DESIGN.md, checked on every stream a test produces."""
+"""The stream invariants of docs/contract.md, checked on every stream a test produces."""
 
 from __future__ import annotations
 

@@ -1,0 +1,20 @@
+"""The installed ``reactome-answers`` command, run as a user runs it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+__all__ = ["cli"]
+
+
+def cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """`reactome-answers --home HOME ARGS...` in a subprocess, without the test's own home."""
+    env = {k: v for k, v in os.environ.items() if k != "REACTOME_ANSWERS_HOME"}
+    script = Path(sys.executable).parent / "reactome-answers"
+    return subprocess.run(
+        [str(script), "--home", str(home), *args],
+        capture_output=True, text=True, timeout=120, check=False, env=env,
+    )  # fmt: skip
