@@ -9,12 +9,12 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import httpx
 import pytest
 
+from tests.support.cli import cli
 from tests.support.servers import serve_command
 
 GLOSSARY_TOML = """\
@@ -93,11 +93,7 @@ def glossary(tmp_path: Path) -> dict[str, str]:
 
 
 def run(home: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    script = Path(sys.executable).parent / "reactome-answers"
-    return subprocess.run(
-        [str(script), "--home", str(home), *args],
-        capture_output=True, text=True, timeout=300, check=False, env={**os.environ, **env},
-    )  # fmt: skip
+    return cli(home, *args, env=env, timeout_s=300)
 
 
 def cited(result: dict[str, object]) -> list[tuple[str, str]]:

@@ -10,11 +10,15 @@ from pathlib import Path
 __all__ = ["cli"]
 
 
-def cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """`reactome-answers --home HOME ARGS...` in a subprocess, without the test's own home."""
-    env = {k: v for k, v in os.environ.items() if k != "REACTOME_ANSWERS_HOME"}
+def cli(
+    home: Path, *args: str, env: dict[str, str] | None = None, timeout_s: float = 120
+) -> subprocess.CompletedProcess[str]:
+    """`reactome-answers --home HOME ARGS...` in a subprocess, without the test's own home;
+    ``env`` adds environment variables."""
+    inherited = {k: v for k, v in os.environ.items() if k != "REACTOME_ANSWERS_HOME"}
     script = Path(sys.executable).parent / "reactome-answers"
     return subprocess.run(
         [str(script), "--home", str(home), *args],
-        capture_output=True, text=True, timeout=120, check=False, env=env,
+        capture_output=True, text=True, timeout=timeout_s, check=False,
+        env=inherited | (env or {}),
     )  # fmt: skip
