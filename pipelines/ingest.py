@@ -123,21 +123,6 @@ def sample_dir() -> Path:
     return bundled_dir()
 
 
-def _locate(definition: CollectionDefinition, folders: Sequence[Path]) -> dict[str, Path]:
-    paths = {}
-    for spec in definition.files:
-        path = spec.find(folders)
-        if path is not None:
-            paths[spec.role] = path
-    return paths
-
-
-def _missing(definition: CollectionDefinition, paths: dict[str, Path]) -> list[str]:
-    return [
-        spec.describe() for spec in definition.files if spec.required and spec.role not in paths
-    ]
-
-
 def locate_sources(
     directory: Path,
     wanted: Sequence[str],
@@ -152,45 +137,58 @@ def locate_sources(
     """
     if not directory.is_dir():
         raise InputError(f"{directory} is not a folder", fix="give --from an existing folder")
-    catalog = catalog or catalog_for()
-    found: dict[str, CollectionSources] = {}
-    missing: list[str] = []
-    for name in catalog.check(wanted):
-        definition = catalog[name]
-        paths = _locate(definition, [directory / name, directory])
-        lacking = _missing(definition, paths)
-        if lacking:
-            missing.append(f"{name} ({', '.join(lacking)} in {directory}/{name} or {directory})")
-        else:
-            found[name] = CollectionSources(definition, paths)
-    if (required and missing) or not found:
-        raise InputError(
-            f"no source files for {'; '.join(missing)}",
-            fix="point --from at a folder holding Reactome release files, or use --collections",
-        )
-    return found
+    return _gather(
+        wanted,
+        catalog or catalog_for(),
+        lambda definition: [directory / definition.name, directory],
+        required=required,
+        what="source files",
+        fix="point --from at a folder holding Reactome release files, or use --collections",
+    )
 
 
 def sample_sources(
     wanted: Sequence[str], *, required: bool, catalog: Catalog | None = None
 ) -> dict[str, CollectionSources]:
     """Each wanted collection's sample: the files in its own declaration's folder."""
-    catalog = catalog or catalog_for()
+    return _gather(
+        wanted,
+        catalog or catalog_for(),
+        lambda definition: [definition.folder],
+        required=required,
+        what="sample files",
+        fix="ingest those collections with --from DIR, or leave them out with --collections",
+    )
+
+
+def _gather(
+    wanted: Sequence[str],
+    catalog: Catalog,
+    folders_of: Callable[[CollectionDefinition], list[Path]],
+    *,
+    required: bool,
+    what: str,
+    fix: str,
+) -> dict[str, CollectionSources]:
+    """Each wanted collection's files, from the first of its folders that has each one."""
     found: dict[str, CollectionSources] = {}
     missing: list[str] = []
     for name in catalog.check(wanted):
         definition = catalog[name]
-        paths = _locate(definition, [definition.folder])
-        lacking = _missing(definition, paths)
+        folders = folders_of(definition)
+        paths = {}
+        for spec in definition.files:
+            path = spec.find(folders)
+            if path is not None:
+                paths[spec.role] = path
+        lacking = [s.describe() for s in definition.files if s.required and s.role not in paths]
         if lacking:
-            missing.append(f"{name} ({', '.join(lacking)} in {definition.folder})")
+            places = " or ".join(str(folder) for folder in folders)
+            missing.append(f"{name} ({', '.join(lacking)} in {places})")
         else:
             found[name] = CollectionSources(definition, paths)
     if (required and missing) or not found:
-        raise InputError(
-            f"no sample files for {'; '.join(missing)}",
-            fix="ingest those collections with --from DIR, or leave them out with --collections",
-        )
+        raise InputError(f"no {what} for {'; '.join(missing)}", fix=fix)
     return found
 
 
