@@ -10,10 +10,12 @@ _COLLECTIONS = Path("collections")
 setup(
     data_files=[
         (
-            f"share/reactome-answers/collections/{folder.name}",
+            f"share/reactome-answers/{folder.as_posix()}",
             sorted(str(path) for path in folder.iterdir() if path.is_file()),
         )
-        for folder in sorted(_COLLECTIONS.iterdir())
-        if (folder / "collection.toml").is_file()
+        for collection in sorted(_COLLECTIONS.iterdir())
+        if (collection / "collection.toml").is_file()
+        # The collection's folder and every folder below it (a sample may have subfolders).
+        for folder in [collection, *sorted(p for p in collection.rglob("*") if p.is_dir())]
     ]
 )

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import sys
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
@@ -34,7 +35,7 @@ from callbacks.events import to_sse
 from pipelines.definitions import catalog_for
 from pipelines.errors import ReactomeAnswersError
 from pipelines.pipeline import AnswerPipeline
-from pipelines.redaction import redact_secrets
+from pipelines.redaction import one_line, redact_secrets
 from pipelines.settings import Settings, load_settings
 
 __all__ = [
@@ -144,12 +145,16 @@ def create_app(
     """The application; ``pipeline`` may be given (tests, embedders), else it is built."""
     settings = settings or load_settings()
     shared = pipeline or AnswerPipeline(settings)
-    catalog = catalog_for(settings)
+    catalog = catalog_for(shared.settings)  # the names the pipeline itself accepts
     request_model = answer_request_model(catalog.names)
 
     async def remove_retired_versions_every(seconds: float) -> None:
         while True:
-            await asyncio.to_thread(shared.remove_retired_versions)
+            try:
+                await asyncio.to_thread(shared.remove_retired_versions)
+            except Exception as error:  # a pipeline from outside may raise: keep looking
+                print(f"reactome-answers: warning: retired collection versions not removed "
+                      f"({one_line(error)})", file=sys.stderr)  # fmt: skip
             await asyncio.sleep(seconds)
 
     @asynccontextmanager
@@ -163,8 +168,7 @@ def create_app(
             yield
         finally:
             housekeeping.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await housekeeping
+            await asyncio.gather(housekeeping, return_exceptions=True)
 
     app = FastAPI(
         title="reactome-answers",

@@ -38,9 +38,10 @@ import tomllib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from pipelines.errors import ConfigurationError, InputError
+from pipelines.redaction import one_line
 
 __all__ = [
     "COLLECTION_NAMES",
@@ -203,11 +204,14 @@ class Catalog:
 
 
 def bundled_dir() -> Path:
-    """The bundled collections: ``collections/`` in a source checkout, or the installed copy."""
-    candidates = [
-        Path(__file__).resolve().parents[1] / "collections",
-        Path(sys.prefix) / "share" / "reactome-answers" / "collections",
-    ]
+    """The bundled collections: ``collections/`` in a source checkout, or the copy installed
+    as data files (``<scheme>/share/reactome-answers/collections``, where the scheme is the
+    prefix the package was installed under: a venv, ``--user``, ``--prefix``, /usr/local)."""
+    here = Path(__file__).resolve()
+    candidates = [here.parents[1] / "collections"]
+    shared = Path("share") / "reactome-answers" / "collections"
+    candidates += [ancestor / shared for ancestor in here.parents]
+    candidates.append(Path(sys.prefix) / shared)
     for candidate in candidates:
         if any(candidate.glob("*/collection.toml")):
             return candidate
@@ -232,9 +236,12 @@ def load_catalog(extra_folders: Sequence[Path] = ()) -> Catalog:
 
 
 def catalog_for(settings: Any = None) -> Catalog:
-    """The catalog for ``settings`` (its ``collections_path``), else for the environment."""
+    """The catalog for ``settings`` (its ``collections_path``), else for the settings the
+    environment gives (read as :func:`pipelines.settings.load_settings` reads them)."""
     if settings is None:
-        return catalog_from_path(os.environ.get("REACTOME_ANSWERS_COLLECTIONS_PATH", ""))
+        from pipelines.settings import load_settings
+
+        settings = load_settings()
     return catalog_from_path(settings.collections_path)
 
 
@@ -409,14 +416,22 @@ def _import(target: str, path: Path, key: str) -> Callable[..., Any]:
     module_name, _, attribute = target.partition(":")
     try:
         function = getattr(importlib.import_module(module_name), attribute)
-    except (ImportError, AttributeError) as error:
+    except Exception as error:  # a syntax error or a failing import in the module too
         raise _bad(
-            path, key, f"{target!r} cannot be imported ({type(error).__name__}: {error})"
+            path, key, f"{target!r} cannot be imported ({type(error).__name__}: {one_line(error)})"
         ) from error
     if not callable(function):
         raise _bad(path, key, f"{target!r} is not a function")
     return cast(Callable[..., Any], function)
 
 
-# The bundled collections' names, in their declared order (for code that needs no others).
-COLLECTION_NAMES: tuple[str, ...] = load_catalog().names
+if TYPE_CHECKING:
+    COLLECTION_NAMES: tuple[str, ...]
+
+
+def __getattr__(name: str) -> Any:
+    # COLLECTION_NAMES, the bundled collections' names in their declared order (for code
+    # that needs no others), is read on first use: importing this module reads no files.
+    if name == "COLLECTION_NAMES":
+        return load_catalog().names
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

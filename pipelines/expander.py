@@ -182,8 +182,10 @@ class RuleExpanderModel(ComposedChatModel):
 
     model_name: str = "rule-expander"
     max_queries: int = 3
-    collections_path: str = Field(
-        default="", description="the settings' collections_path: which collections to route to"
+    collections_path: str | None = Field(
+        default=None,
+        description="the settings' collections_path: which collections to route to (unset: "
+        "as the environment's settings say)",
     )
 
     @property
@@ -192,7 +194,11 @@ class RuleExpanderModel(ComposedChatModel):
 
     def reply(self, messages: list[BaseMessage]) -> str:
         question, history = _read_expander_prompt(messages)
-        catalog = catalog_from_path(self.collections_path)
+        catalog = (
+            catalog_for()
+            if self.collections_path is None
+            else catalog_from_path(self.collections_path)
+        )
         expansion = rule_expansion(question, history, self.max_queries, catalog)
         return json.dumps(
             {

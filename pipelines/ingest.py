@@ -233,8 +233,11 @@ def chunk_documents(collection: str, documents: Sequence[SourceDocument]) -> lis
             heading = f"{document.title}: {section}"
         for number, piece in enumerate(pieces):
             embed_text = f"{heading}\n{piece}"
+            # What a chunk is cited as comes from its citation alone (which ingestion has
+            # already held to the collection's cited_as), never from loose metadata.
+            loose = {k: v for k, v in document.metadata.items() if k not in ("st_id", "url")}
             metadata: dict[str, str | int | float | bool] = {
-                **document.metadata,
+                **loose,
                 "collection": collection,
                 "doc_key": document.key,
                 "entity": document.entity_key,
@@ -431,7 +434,7 @@ def ingest(
     embeddings = embeddings or make_embeddings(settings)
     summaries = []
     # In the declared order, whatever order they were found in.
-    for name in sorted(sources, key=lambda name: sources[name].definition.order):
+    for name in sorted(sources, key=lambda name: (sources[name].definition.order, name)):
         summary = _ingest_one(
             client,
             settings,

@@ -4,12 +4,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+from langchain_core.documents import Document
+
 from pipelines import store
-from pipelines.definitions import catalog_from_path, load_definitions
-from pipelines.ingest import locate_sources, sample_dir, sample_sources
+from pipelines.definitions import catalog_for, catalog_from_path, load_definitions
+from pipelines.ingest import chunk_documents, locate_sources, sample_dir, sample_sources
 from pipelines.loaders.reactome import PATHWAYS_FILE, RELATION_FILE, SUMMATION_FILE
 from pipelines.loaders.userguide import PAGE_SUFFIXES, SOURCES_FILE
 from pipelines.loaders.variants import VARIANTS_FILE
+from pipelines.settings import load_settings
+from pipelines.sources import number_sources
 
 
 def test_one_definition_per_collection() -> None:
@@ -76,3 +81,42 @@ def test_a_collection_declared_context_only_is_never_cited(tmp_path: Path) -> No
     # The same loader under the shipped declaration cites by stable id.
     shipped = sample_sources(["disease_variants"], required=True)["disease_variants"].load()
     assert any("st_id" in doc.citation for doc in shipped.documents)
+
+
+def test_cited_as_holds_whatever_the_loader_puts_in_metadata(tmp_path: Path) -> None:
+    """The user-guide loader puts each page's url in its metadata too; a collection that
+    reads pages but is declared context-only still never cites them, url citations on."""
+    folder = tmp_path / "pages_context"
+    folder.mkdir()
+    declared = (sample_dir() / "userguide" / "collection.toml").read_text(encoding="utf-8")
+    declared = declared.replace('name = "userguide"', 'name = "pages_context"')
+    (folder / "collection.toml").write_text(
+        declared.replace('cited_as = "url"', 'cited_as = "context"'), encoding="utf-8"
+    )
+    for page in (sample_dir() / "userguide").iterdir():
+        if page.name != "collection.toml":
+            (folder / page.name).write_bytes(page.read_bytes())
+    catalog = catalog_from_path(str(tmp_path))
+    sources = sample_sources(["pages_context"], required=True, catalog=catalog)
+    chunks = chunk_documents("pages_context", sources["pages_context"].load().documents)
+    assert chunks
+    assert not any("url" in chunk.metadata or "st_id" in chunk.metadata for chunk in chunks)
+    documents = [Document(chunk.text, metadata=chunk.metadata) for chunk in chunks]
+    numbered, context = number_sources(documents, cite_urls=True)
+    assert numbered == []
+    assert len(context) == len(documents)
+
+
+def test_the_environment_is_read_as_the_settings_read_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = tmp_path / "variants_copy"
+    folder.mkdir()
+    declared = (sample_dir() / "disease_variants" / "collection.toml").read_text(encoding="utf-8")
+    (folder / "collection.toml").write_text(
+        declared.replace('name = "disease_variants"', 'name = "variants_copy"'), encoding="utf-8"
+    )
+    # pydantic-settings matches variable names whatever their case; so does the catalog.
+    monkeypatch.setenv("reactome_answers_collections_path", str(tmp_path))
+    assert load_settings().collections_path == str(tmp_path)
+    assert "variants_copy" in catalog_for().names

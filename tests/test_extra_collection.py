@@ -217,3 +217,15 @@ def test_a_collection_declared_twice_is_refused(tmp_path: Path, glossary: dict[s
     result = run(tmp_path / "home", env, "collections")
     assert result.returncode == 1
     assert "declared twice" in result.stderr
+
+
+def test_a_loader_that_fails_to_import_is_one_line_naming_the_file(
+    tmp_path: Path, glossary: dict[str, str]
+) -> None:
+    loader = Path(glossary["PYTHONPATH"].split(os.pathsep)[0]) / "glossary_loader.py"
+    loader.write_text("def load_terms(terms:\n", encoding="utf-8")  # a syntax error
+    result = run(tmp_path / "home", glossary, "collections")
+    assert result.returncode == 1
+    (line,) = result.stderr.strip().splitlines()
+    assert "glossary/collection.toml: loader:" in line
+    assert "SyntaxError" in line

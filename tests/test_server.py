@@ -13,6 +13,7 @@ import pytest
 from httpx_sse import connect_sse
 from langchain_core.embeddings import Embeddings
 from langchain_core.language_models import FakeListChatModel
+from langchain_core.runnables import RunnableLambda
 
 from app.server import create_app
 from callbacks.events import ErrorEvent, Event, parse_event
@@ -190,3 +191,30 @@ def test_serve_command_starts_the_api(sample_home: Path) -> None:
         answer = httpx.post(f"{served.base}/v1/answer", json=body, timeout=60)
         assert answer.json()["state"] == "answered"
     assert f"serving on {served.base}/" in served.stderr
+
+
+def test_housekeeping_that_fails_keeps_running_and_never_stops_the_server(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import app.server
+
+    calls: list[float] = []
+
+    class Breaking(AnswerPipeline):
+        def remove_retired_versions(self) -> None:
+            calls.append(time.monotonic())
+            raise RuntimeError("the store went away")
+
+    monkeypatch.setattr(app.server, "RETIRED_EVERY_S", 0.01)
+    pipeline = Breaking(
+        load_settings(event_logs=False),
+        answer_model=FakeListChatModel(responses=["unused"]),
+        expander_model=FakeListChatModel(responses=["{}"]),
+        retriever=RunnableLambda(lambda _question: []),
+    )
+    for _ in serve(create_app(pipeline.settings, pipeline=pipeline)):
+        deadline = time.monotonic() + 10
+        while len(calls) < 3 and time.monotonic() < deadline:
+            time.sleep(0.02)
+    assert len(calls) >= 3  # it went on after the first failure, and the server stopped cleanly
+    assert "retired collection versions not removed (RuntimeError" in capsys.readouterr().err
