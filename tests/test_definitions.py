@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -60,18 +61,24 @@ def test_sample_keeps_the_entities_the_demo_relies_on() -> None:
     assert len({doc.entity_key for doc in sources["userguide"].load().documents}) >= 6
 
 
+def copy_collection(folder: Path, shipped: str, name: str, **changes: str) -> Path:
+    """The bundled collection ``shipped`` (declaration and sample) under ``folder/name``, its
+    declaration renamed and each ``key = value`` of ``changes`` set."""
+    target = folder / name
+    target.mkdir(parents=True)
+    for path in (sample_dir() / shipped).iterdir():
+        (target / path.name).write_bytes(path.read_bytes())
+    declared = (target / "collection.toml").read_text(encoding="utf-8")
+    declared = declared.replace(f'name = "{shipped}"', f'name = "{name}"')
+    for key, value in changes.items():
+        declared = re.sub(rf"(?m)^{key} = .*$", f'{key} = "{value}"', declared)
+    (target / "collection.toml").write_text(declared, encoding="utf-8")
+    return target
+
+
 def test_a_collection_declared_context_only_is_never_cited(tmp_path: Path) -> None:
     """``cited_as`` is enforced at ingestion, whatever the loader puts in a citation."""
-    folder = tmp_path / "variants_context"
-    folder.mkdir()
-    declared = (sample_dir() / "disease_variants" / "collection.toml").read_text(encoding="utf-8")
-    declared = declared.replace('name = "disease_variants"', 'name = "variants_context"')
-    (folder / "collection.toml").write_text(
-        declared.replace('cited_as = "st_id"', 'cited_as = "context"'), encoding="utf-8"
-    )
-    (folder / VARIANTS_FILE).write_bytes(
-        (sample_dir() / "disease_variants" / VARIANTS_FILE).read_bytes()
-    )
+    copy_collection(tmp_path, "disease_variants", "variants_context", cited_as="context")
     catalog = catalog_from_path(str(tmp_path))
     assert catalog["variants_context"].cited_as == "context"
     sources = sample_sources(["variants_context"], required=True, catalog=catalog)
@@ -86,16 +93,7 @@ def test_a_collection_declared_context_only_is_never_cited(tmp_path: Path) -> No
 def test_cited_as_holds_whatever_the_loader_puts_in_metadata(tmp_path: Path) -> None:
     """The user-guide loader puts each page's url in its metadata too; a collection that
     reads pages but is declared context-only still never cites them, url citations on."""
-    folder = tmp_path / "pages_context"
-    folder.mkdir()
-    declared = (sample_dir() / "userguide" / "collection.toml").read_text(encoding="utf-8")
-    declared = declared.replace('name = "userguide"', 'name = "pages_context"')
-    (folder / "collection.toml").write_text(
-        declared.replace('cited_as = "url"', 'cited_as = "context"'), encoding="utf-8"
-    )
-    for page in (sample_dir() / "userguide").iterdir():
-        if page.name != "collection.toml":
-            (folder / page.name).write_bytes(page.read_bytes())
+    copy_collection(tmp_path, "userguide", "pages_context", cited_as="context")
     catalog = catalog_from_path(str(tmp_path))
     sources = sample_sources(["pages_context"], required=True, catalog=catalog)
     chunks = chunk_documents("pages_context", sources["pages_context"].load().documents)
@@ -110,12 +108,7 @@ def test_cited_as_holds_whatever_the_loader_puts_in_metadata(tmp_path: Path) -> 
 def test_the_environment_is_read_as_the_settings_read_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    folder = tmp_path / "variants_copy"
-    folder.mkdir()
-    declared = (sample_dir() / "disease_variants" / "collection.toml").read_text(encoding="utf-8")
-    (folder / "collection.toml").write_text(
-        declared.replace('name = "disease_variants"', 'name = "variants_copy"'), encoding="utf-8"
-    )
+    copy_collection(tmp_path, "disease_variants", "variants_copy")
     # pydantic-settings matches variable names whatever their case; so does the catalog.
     monkeypatch.setenv("reactome_answers_collections_path", str(tmp_path))
     assert load_settings().collections_path == str(tmp_path)
