@@ -52,7 +52,6 @@ __all__ = [
     "bundled_dir",
     "catalog_for",
     "catalog_from_path",
-    "check_collection_names",
     "load_catalog",
     "load_definitions",
 ]
@@ -270,11 +269,6 @@ def _catalog(extra_folders: tuple[Path, ...]) -> Catalog:
                 )
             found[name] = definition
     return Catalog(list(found.values()))
-
-
-def check_collection_names(names: Sequence[str], catalog: Catalog | None = None) -> list[str]:
-    """``names`` as a list, or an :class:`InputError` naming the ones not declared."""
-    return (catalog or catalog_for()).check(names)
 
 
 # --- reading one declaration ------------------------------------------------------------------
