@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import sys
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
@@ -35,7 +34,7 @@ from callbacks.events import to_sse
 from pipelines.definitions import catalog_for
 from pipelines.errors import ReactomeAnswersError
 from pipelines.pipeline import AnswerPipeline
-from pipelines.redaction import one_line, redact_secrets
+from pipelines.redaction import redact_secrets, warn_not_done
 from pipelines.settings import Settings, load_settings
 
 __all__ = [
@@ -153,8 +152,7 @@ def create_app(
             try:
                 await asyncio.to_thread(shared.remove_retired_versions)
             except Exception as error:  # a pipeline from outside may raise: keep looking
-                print(f"reactome-answers: warning: retired collection versions not removed "
-                      f"({one_line(error)})", file=sys.stderr)  # fmt: skip
+                warn_not_done("retired collection versions not removed", error)
             await asyncio.sleep(seconds)
 
     @asynccontextmanager

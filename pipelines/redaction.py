@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 
-__all__ = ["one_line", "redact_secrets"]
+__all__ = ["one_line", "redact_secrets", "warn_not_done"]
 
 # Names of environment variables whose values are credentials (OPENAI_API_KEY, HF_TOKEN...).
 _SECRET_NAME_RE = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL", re.IGNORECASE)
@@ -36,3 +37,9 @@ def one_line(error: BaseException, limit: int = 300) -> str:
     # Redacted before the whitespace is collapsed: a secret may span lines.
     text = " ".join(redact_secrets(f"{type(error).__name__}: {error}").split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def warn_not_done(what: str, error: BaseException) -> None:
+    """One stderr line for housekeeping that failed (``what``: what was not done), which
+    must never fail the answer or the server it ran for."""
+    print(f"reactome-answers: warning: {what} ({one_line(error)})", file=sys.stderr)

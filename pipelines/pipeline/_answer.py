@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import sys
 import uuid
 import weakref
 from collections.abc import AsyncGenerator, Iterator, Sequence
@@ -32,7 +31,7 @@ from pipelines.pipeline._releases import ReleaseCache
 from pipelines.pipeline._result import answer_result
 from pipelines.pipeline._sync import SyncRunner
 from pipelines.questions import refusal_for
-from pipelines.redaction import one_line, redact_secrets
+from pipelines.redaction import one_line, redact_secrets, warn_not_done
 from pipelines.settings import Settings, load_settings
 
 __all__ = ["NOTHING_FOUND", "AnswerPipeline", "History"]
@@ -142,8 +141,7 @@ class AnswerPipeline:
         except StoreUnavailableError:
             pass
         except Exception as error:
-            print(f"reactome-answers: warning: retired collection versions not removed "
-                  f"({one_line(error)})", file=sys.stderr)  # fmt: skip
+            warn_not_done("retired collection versions not removed", error)
 
     @cached_property
     def chain(self) -> Runnable[dict[str, Any], str]:

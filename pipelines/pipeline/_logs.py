@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sys
 import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 from callbacks.log import EventLog, log_file_name, prune_configured_logs
-from pipelines.redaction import one_line
+from pipelines.redaction import warn_not_done
 from pipelines.settings import Settings
 
 __all__ = ["RequestLogs"]
@@ -71,5 +70,4 @@ class RequestLogs:
         try:
             prune_configured_logs(self.settings)
         except Exception as error:  # housekeeping must never fail an answer
-            print(f"reactome-answers: warning: old event logs not pruned ({one_line(error)})",
-                  file=sys.stderr)  # fmt: skip
+            warn_not_done("old event logs not pruned", error)
