@@ -26,6 +26,13 @@ def add_ask_arguments(parser: argparse.ArgumentParser) -> None:
         "--events", action="store_true", help="print every event as one JSON line, as it happens"
     )
     parser.add_argument(
+        "--live-citations",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="print markers already in their final numbering as the answer streams (the "
+        "default); --no-live-citations prints the model's own and the final text after it",
+    )
+    parser.add_argument(
         "--collections",
         type=collection_list,
         metavar="A,B",
@@ -46,7 +53,10 @@ def cmd_ask(args: argparse.Namespace, settings: Settings) -> int:
     pipeline = AnswerPipeline(settings)
     streamed: list[str] = []
     events: list[Event] = []
-    for event in pipeline.stream(args.question, collections=args.collections):
+    answer = pipeline.stream(
+        args.question, collections=args.collections, live_citations=args.live_citations
+    )
+    for event in answer:
         events.append(event)
         if args.events:
             sys.stdout.write(to_jsonl(event))

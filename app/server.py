@@ -75,6 +75,11 @@ class AnswerRequest(BaseModel):
         default=None, description="search these instead of letting the expander route"
     )
     cite_urls: bool | None = Field(default=None, description="cite user-guide pages by url")
+    live_citations: bool = Field(
+        default=False,
+        description="tokens carry their final markers, and a reference event precedes the "
+        "token that first cites each source",
+    )
 
     @field_validator("question", mode="before")
     @classmethod
@@ -88,6 +93,7 @@ class AnswerRequest(BaseModel):
             "history": [(turn.role, turn.content) for turn in self.history],
             "collections": self.collections,
             "cite_urls": self.cite_urls,
+            "live_citations": self.live_citations,
             "request_id": request_id,
         }
 

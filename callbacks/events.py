@@ -41,6 +41,7 @@ __all__ = [
     "ErrorEvent",
     "Event",
     "Reference",
+    "ReferenceEvent",
     "StartData",
     "StartEvent",
     "Timings",
@@ -197,6 +198,14 @@ class CitationEvent(_EventBase):
     data: CitationData
 
 
+class ReferenceEvent(_EventBase):
+    """Live citation numbering only: one final reference, sent right before the token whose
+    text first cites it."""
+
+    type: Literal["reference"] = "reference"
+    data: Reference
+
+
 class TokenEvent(_EventBase):
     type: Literal["token"] = "token"
     data: TokenData
@@ -213,10 +222,10 @@ class DoneEvent(_EventBase):
 
 
 Event = Annotated[
-    StartEvent | CitationEvent | TokenEvent | ErrorEvent | DoneEvent,
+    StartEvent | CitationEvent | ReferenceEvent | TokenEvent | ErrorEvent | DoneEvent,
     Field(discriminator="type"),
 ]
-_EVENT_MODELS = (StartEvent, CitationEvent, TokenEvent, ErrorEvent, DoneEvent)
+_EVENT_MODELS = (StartEvent, CitationEvent, ReferenceEvent, TokenEvent, ErrorEvent, DoneEvent)
 EVENT_TYPES: tuple[str, ...] = tuple(model.model_fields["type"].default for model in _EVENT_MODELS)
 
 _EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
@@ -253,7 +262,7 @@ def to_sse(event: Event) -> str:
 
 
 def event_json_schema() -> dict[str, Any]:
-    """The JSON Schema of one event (a ``oneOf`` over the five types, keyed by ``type``)."""
+    """The JSON Schema of one event (a ``oneOf`` over the six types, keyed by ``type``)."""
     # Validation mode: the wrap serializer on citations hides their fields from pydantic's
     # serialization schema, and what we accept is exactly what we emit.
     schema = _EVENT_ADAPTER.json_schema(mode="validation")

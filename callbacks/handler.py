@@ -6,7 +6,10 @@ It keeps a ``run_map`` from the start callbacks (tags and names arrive there), a
   :data:`RETRIEVAL_TAG` (nested retrievers inherit the tag but have a tagged parent);
 - emits ``token`` events only from a chat model or LLM run tagged :data:`ANSWER_TAG`, and only
   once that retrieval has ended, so every citation is on the wire before the first token;
-- on :meth:`finish`, strips out-of-range markers, finalizes the citations and emits ``done``.
+- on :meth:`finish`, strips out-of-range markers, finalizes the citations and emits ``done``;
+- with ``live_citations``, rewrites the markers while the tokens stream instead
+  (:mod:`pipelines.live_citations`), sending a ``reference`` event right before the token that
+  first cites each source, so ``done`` repeats what was streamed.
 
 One handler serves one request; nothing is shared between requests.
 """
@@ -37,6 +40,7 @@ from callbacks.events import (
     ErrorEvent,
     Event,
     Reference,
+    ReferenceEvent,
     StartData,
     StartEvent,
     Timings,
@@ -46,6 +50,7 @@ from callbacks.events import (
 )
 from pipelines.citations import finalize_citations, strip_out_of_range_markers
 from pipelines.errors import EventHandlerError
+from pipelines.live_citations import LiveCitations
 from pipelines.redaction import one_line, redact_secrets
 from pipelines.sources import Source, number_sources
 from pipelines.tags import ANSWER_TAG, EXPANDER_TAG, RETRIEVAL_TAG
@@ -65,7 +70,7 @@ class _Reraised(logging.Filter):
 logging.getLogger("langchain_core.callbacks.manager").addFilter(_Reraised())
 
 
-_E = TypeVar("_E", StartEvent, CitationEvent, TokenEvent, ErrorEvent, DoneEvent)
+_E = TypeVar("_E", StartEvent, CitationEvent, ReferenceEvent, TokenEvent, ErrorEvent, DoneEvent)
 _Hook = TypeVar("_Hook", bound=Callable[..., None])
 
 
@@ -101,6 +106,9 @@ class _Answer:
     context: list[Document] = field(default_factory=list)
     parts: list[str] = field(default_factory=list)
     first_token_ms: float | None = None
+    live: LiveCitations[Source] | None = None  # live citation numbering only
+    streamed: list[str] = field(default_factory=list)  # live: the token texts sent
+    references_sent: int = 0  # live: how many reference events went out
 
 
 class AnswerEventHandler(BaseCallbackHandler):
@@ -116,6 +124,7 @@ class AnswerEventHandler(BaseCallbackHandler):
         request_id: str,
         emit: Callable[[Event], None],
         cite_urls: bool = False,
+        live_citations: bool = False,
         raise_error: bool = False,
         clock: Callable[[], float] = time.perf_counter,
         record: Callable[[str, dict[str, Any]], None] | None = None,
@@ -124,6 +133,7 @@ class AnswerEventHandler(BaseCallbackHandler):
         so an event log can replay them into a fresh handler (``replay --check``)."""
         self.request_id = request_id
         self.cite_urls = cite_urls
+        self.live_citations = live_citations
         self.raise_error = raise_error
         self.run_map: dict[UUID, _Run] = {}
         self.retrieval_run_id: UUID | None = None
@@ -306,6 +316,8 @@ class AnswerEventHandler(BaseCallbackHandler):
             self._send(CitationEvent, data)
             self._answer.sources = sources[: number + 1]
         self._answer.context = context
+        if self.live_citations:
+            self._answer.live = LiveCitations(sources)
         # Only now may answer tokens flow: the sources are complete.
         self.retrieval_ended = True
 
@@ -328,11 +340,29 @@ class AnswerEventHandler(BaseCallbackHandler):
         run = self.run_map.get(run_id)
         if run is None or ANSWER_TAG not in run.tags or not self.retrieval_ended or not token:
             return
+        live = self._answer.live
+        if live is not None:
+            self._answer.parts.append(token)  # the raw text, for the log and a replay
+            self._send_live(live.feed(token).text, live)
+            return
         if self._answer.first_token_ms is None:
             self._answer.first_token_ms = self._elapsed_ms()
         data = TokenData(text=token)
         self._send(TokenEvent, data)
         self._answer.parts.append(token)  # once sent: done.text holds only what was streamed
+
+    def _send_live(self, text: str, live: LiveCitations[Source]) -> None:
+        """Send the references this text cites first, then the text itself."""
+        if not text:
+            return  # all of it held back, for now
+        if self._answer.first_token_ms is None:
+            self._answer.first_token_ms = self._elapsed_ms()
+        while self._answer.references_sent < live.n_cited:
+            source = live.cited_source(self._answer.references_sent)
+            self._answer.references_sent += 1
+            self._send(ReferenceEvent, _reference(self._answer.references_sent, source))
+        self._send(TokenEvent, TokenData(text=text))
+        self._answer.streamed.append(text)  # once sent: done.text holds only what was streamed
 
     # --- the end --------------------------------------------------------------------------
 
@@ -345,23 +375,37 @@ class AnswerEventHandler(BaseCallbackHandler):
         refused or empty one has none, and no markers either.
         """
         self._note("finish", state=state, text=text)
+        live = self._answer.live
+        if live is not None and state in ("answered", "failed"):
+            return self._finish_live(state, text, live)
         sources = self._answer.sources if state in ("answered", "failed") else []
         raw = self.raw_text if text is None else text
         stripped = strip_out_of_range_markers(raw, len(sources))
         final_text, kept = finalize_citations(stripped, sources)
         if not sources:
             kept = []
-        references = [
-            Reference(
-                n=index,
-                source_n=source.n,
-                st_id=source.st_id,
-                url=source.url,
-                display_name=source.display_name,
-                collection=source.collection,
-            )
-            for index, source in enumerate(kept, start=1)
-        ]
+        references = [_reference(index, source) for index, source in enumerate(kept, start=1)]
+        return self._send_done(state, final_text, references)
+
+    def _finish_live(
+        self, state: DoneState, text: str | None, live: LiveCitations[Source]
+    ) -> DoneEvent:
+        """``done`` repeats what was streamed: an answer sends what was held back first (and
+        the reply of a model that did not stream, through the same rewrite); a failed one
+        keeps exactly the text already sent, so what was held is dropped."""
+        if state == "answered":
+            if text is not None:
+                self._send_live(live.feed(text).text, live)
+            self._send_live(live.close().text, live)
+        sent = live.n_cited if state == "answered" else self._answer.references_sent
+        cited = [live.cited_source(index) for index in range(sent)]
+        kept = cited or self._answer.sources  # nothing cited: the untouched list, as always
+        references = [_reference(index, source) for index, source in enumerate(kept, start=1)]
+        return self._send_done(state, "".join(self._answer.streamed), references)
+
+    def _send_done(
+        self, state: DoneState, final_text: str, references: list[Reference]
+    ) -> DoneEvent:
         total_ms = self._elapsed_ms()
         data = DoneData(
             state=state,
@@ -390,3 +434,14 @@ class AnswerEventHandler(BaseCallbackHandler):
             return self._send(DoneEvent, bare)
         finally:
             self._record = record
+
+
+def _reference(number: int, source: Source) -> Reference:
+    return Reference(
+        n=number,
+        source_n=source.n,
+        st_id=source.st_id,
+        url=source.url,
+        display_name=source.display_name,
+        collection=source.collection,
+    )

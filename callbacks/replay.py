@@ -60,6 +60,7 @@ def replay_events(contents: LogContents) -> list[Event]:
         request_id=str(contents.header["request_id"]),
         emit=events.append,
         cite_urls=bool(options.get("cite_urls")),
+        live_citations=bool(options.get("live_citations")),
         raise_error=True,
     )
     for number, record in enumerate(contents.callbacks, start=1):

@@ -92,9 +92,16 @@ def _parse_group(body: str) -> tuple[tuple[tuple[int, int], ...], int, int] | No
 
 def _code_spans(text: str) -> list[tuple[int, int]]:
     """Return the ``[start, end)`` spans of fenced code blocks and inline code spans."""
+    return _code_layout(text)[0]
+
+
+def _code_layout(text: str) -> tuple[list[tuple[int, int]], int | None]:
+    """The code spans, and where code is still undecided at the end of the text: the start
+    of an unclosed fence, or of the first backtick run of the last paragraph that nothing
+    closes yet (more text could close either), or None when nothing is open."""
     spans: list[tuple[int, int]] = []
     if "`" not in text and "~~~" not in text:
-        return spans  # most answers: no fence and no inline code is possible
+        return spans, None  # most answers: no fence and no inline code is possible
     paragraph_start = 0
     fence: tuple[str, int, int] | None = None  # (fence char, fence length, block start)
     for line in _LINE_RE.finditer(text):
@@ -126,9 +133,10 @@ def _code_spans(text: str) -> list[tuple[int, int]]:
             paragraph_start = line.end()
     if fence is not None:
         spans.append((fence[2], len(text)))  # an unclosed fence runs to the end
-    else:
-        spans.extend(_inline_code_spans(text, paragraph_start, len(text)))
-    return spans
+        return spans, fence[2]
+    unclosed: list[int] = []
+    spans.extend(_inline_code_spans(text, paragraph_start, len(text), unclosed))
+    return spans, unclosed[0] if unclosed else None
 
 
 def _escaped(text: str, position: int) -> bool:
@@ -151,7 +159,11 @@ def _backtick_runs(text: str, start: int, end: int) -> list[tuple[int, int]]:
     return runs
 
 
-def _inline_code_spans(text: str, start: int, end: int) -> list[tuple[int, int]]:
+def _inline_code_spans(
+    text: str, start: int, end: int, unclosed: list[int] | None = None
+) -> list[tuple[int, int]]:
+    """The inline code spans between ``start`` and ``end``; the starts of runs that nothing
+    closes go to ``unclosed`` when given."""
     runs = _backtick_runs(text, start, end)
     by_length: dict[int, list[int]] = {}
     for index, (run_start, run_end) in enumerate(runs):
@@ -172,6 +184,8 @@ def _inline_code_spans(text: str, start: int, end: int) -> list[tuple[int, int]]
             spans.append((run_start, runs[closer][1]))
             index = closer + 1
         else:
+            if length and unclosed is not None:
+                unclosed.append(run_start)
             index += 1  # an unmatched run is literal backticks
     return spans
 
@@ -284,7 +298,8 @@ def _format_items(items: Sequence[tuple[int, int]]) -> str:
     return ", ".join(str(low) if low == high else f"{low}-{high}" for low, high in items)
 
 
-_JOINABLE = frozenset("0123456789 ,;" + _DASHES)
+# Tabs too: a removed marker takes the spaces and tabs before it along.
+_JOINABLE = frozenset("0123456789 \t,;" + _DASHES)
 
 
 def _could_join(text: str, start: int, end: int) -> bool:
@@ -329,8 +344,9 @@ def _strip_once(text: str, n_sources: int) -> tuple[str, bool]:
         replacements.append(replacement)
     if not changed:
         return text, False
-    # Removing whole lines can change which backticks or fences pair up.
-    again = again or "`" in text or "~~~" in text
+    # Removing whole lines can change which backticks or fences pair up; and two removals
+    # in one round can bring brackets together that neither could alone (``[[9]0[9]]``).
+    again = again or "`" in text or "~~~" in text or len(clusters) > 1
     return _rewrite(text, clusters, replacements), again
 
 
@@ -369,6 +385,24 @@ def _cites_any(text: str, n_sources: int) -> bool:
         for cluster in _clusters(text)
         for group in cluster.groups
     )
+
+
+def _renumber(text: str, n_sources: int, numbering: dict[int, int]) -> str:
+    """Strip, then rewrite every cluster with the numbers ``numbering`` gives (old -> new),
+    adding the sources first cited here in order. The text comes back stripped but otherwise
+    unchanged when it cites nothing, as :func:`finalize_citations` leaves it."""
+    text = strip_out_of_range_markers(text, n_sources)
+    clusters = _clusters(text)
+    replacements = []
+    cites = False
+    for cluster in clusters:
+        numbers = set()
+        for group in cluster.groups:
+            for old in _numbers_in_range(group.items, n_sources):
+                numbers.add(numbering.setdefault(old, len(numbering) + 1))
+        cites = cites or bool(numbers)
+        replacements.append("".join(f"[{number}]" for number in sorted(numbers)))
+    return _rewrite(text, clusters, replacements) if cites else text
 
 
 def finalize_citations(text: str, sources: Sequence[T]) -> tuple[str, list[T]]:

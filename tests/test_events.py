@@ -23,6 +23,7 @@ from callbacks.events import (
     ErrorEvent,
     Event,
     Reference,
+    ReferenceEvent,
     StartData,
     StartEvent,
     Timings,
@@ -75,12 +76,24 @@ def one_request() -> list[Event]:
         ),
         TokenEvent(seq=4, request_id=RID, t_ms=50, data=TokenData(text="line one\r\n\r\n")),
         TokenEvent(seq=5, request_id=RID, t_ms=51, data=TokenData(text="event: done\ndata: {}")),
-        TokenEvent(seq=6, request_id=RID, t_ms=52, data=TokenData(text="</script> \u2028 é [1]")),
+        ReferenceEvent(
+            seq=6,
+            request_id=RID,
+            t_ms=51.5,
+            data=Reference(
+                n=1,
+                source_n=1,
+                st_id="R-HSA-5682113",
+                display_name="Defective ABCA1 causes TGD",
+                collection="reactome",
+            ),
+        ),
+        TokenEvent(seq=7, request_id=RID, t_ms=52, data=TokenData(text="</script> \u2028 é [1]")),
         ErrorEvent(
-            seq=7, request_id=RID, t_ms=60, data=ErrorData(code="timeout", message="too slow")
+            seq=8, request_id=RID, t_ms=60, data=ErrorData(code="timeout", message="too slow")
         ),
         DoneEvent(
-            seq=8,
+            seq=9,
             request_id=RID,
             t_ms=61,
             data=DoneData(

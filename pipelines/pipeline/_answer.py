@@ -199,13 +199,22 @@ class AnswerPipeline:
         history: History = (),
         collections: Sequence[str] | None = None,
         cite_urls: bool | None = None,
+        live_citations: bool = False,
         request_id: str | None = None,
     ) -> AsyncGenerator[Event, None]:
-        """Yield the request's events: ``start``, ``citation``..., ``token``..., ``done``."""
+        """Yield the request's events: ``start``, ``citation``..., ``token``..., ``done``.
+
+        ``live_citations``: the tokens carry their final markers, and a ``reference`` event
+        comes right before the token that first cites each source (docs/contract.md)."""
         catalog_for(self.settings).check(collections or ())
         cite = self.settings.cite_urls if cite_urls is None else cite_urls
         request_id = request_id or uuid.uuid4().hex
-        options = {"llm": self.settings.llm, "cite_urls": cite, "history_turns": len(history)}
+        options = {
+            "llm": self.settings.llm,
+            "cite_urls": cite,
+            "live_citations": live_citations,
+            "history_turns": len(history),
+        }
         # Every rule and the search read the canonical form; what is echoed (the start event)
         # and logged is what was asked, with pasted credentials redacted.
         normalized = normalize_question(question)
@@ -238,6 +247,7 @@ class AnswerPipeline:
                         request_id=request_id,
                         emit=cancelled_log.event,
                         cite_urls=cite,
+                        live_citations=live_citations,
                         record=cancelled_log.callback,
                     )
                     handler.start(shown, list(collections or ["auto"]), options)
@@ -256,6 +266,7 @@ class AnswerPipeline:
             request_id=request_id,
             emit=emit,
             cite_urls=cite,
+            live_citations=live_citations,
             raise_error=self.raise_handler_errors,
             record=log.callback if log is not None else None,
         )
@@ -316,6 +327,7 @@ class AnswerPipeline:
         history: History = (),
         collections: Sequence[str] | None = None,
         cite_urls: bool | None = None,
+        live_citations: bool = False,
         request_id: str | None = None,
     ) -> dict[str, Any]:
         """The JSON result: the ``done`` event's data plus ``request_id``, and for a failed
@@ -325,6 +337,7 @@ class AnswerPipeline:
             history=history,
             collections=collections,
             cite_urls=cite_urls,
+            live_citations=live_citations,
             request_id=request_id,
         )
         return answer_result([event async for event in events])
@@ -336,6 +349,7 @@ class AnswerPipeline:
         history: History = (),
         collections: Sequence[str] | None = None,
         cite_urls: bool | None = None,
+        live_citations: bool = False,
         request_id: str | None = None,
     ) -> Iterator[Event]:
         """:meth:`astream` for synchronous callers (the work runs on the pipeline's own event
@@ -349,6 +363,7 @@ class AnswerPipeline:
                 history=history,
                 collections=collections,
                 cite_urls=cite_urls,
+                live_citations=live_citations,
                 request_id=request_id,
             ),
             last=lambda event: isinstance(event, DoneEvent),
@@ -361,6 +376,7 @@ class AnswerPipeline:
         history: History = (),
         collections: Sequence[str] | None = None,
         cite_urls: bool | None = None,
+        live_citations: bool = False,
         request_id: str | None = None,
     ) -> dict[str, Any]:
         """:meth:`ainvoke` for synchronous callers."""
@@ -369,6 +385,7 @@ class AnswerPipeline:
             history=history,
             collections=collections,
             cite_urls=cite_urls,
+            live_citations=live_citations,
             request_id=request_id,
         )
         return answer_result(list(events))
