@@ -171,6 +171,12 @@ class Usage(_Model):
 class Timings(_Model):
     first_token_ms: float | None = Field(default=None, ge=0)
     total_ms: float = Field(ge=0)
+    held_back_ms: float | None = Field(
+        default=None, ge=0, description="live citations: the longest a character was held back"
+    )
+    held_back_chars: int | None = Field(
+        default=None, ge=0, description="live citations: the most characters held back at once"
+    )
 
 
 class DoneData(_Model):

@@ -20,6 +20,7 @@ import functools
 import logging
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -109,6 +110,11 @@ class _Answer:
     live: LiveCitations[Source] | None = None  # live citation numbering only
     streamed: list[str] = field(default_factory=list)  # live: the token texts sent
     references_sent: int = 0  # live: how many reference events went out
+    # live: (raw characters received, when) per token still (partly) held back, and the
+    # longest any character waited
+    arrivals: deque[tuple[int, float]] = field(default_factory=deque)
+    raw_chars: int = 0
+    held_back_ms: float = 0.0
 
 
 class AnswerEventHandler(BaseCallbackHandler):
@@ -343,13 +349,29 @@ class AnswerEventHandler(BaseCallbackHandler):
         live = self._answer.live
         if live is not None:
             self._answer.parts.append(token)  # the raw text, for the log and a replay
-            self._send_live(live.feed(token).text, live)
+            self._send_live(self._feed_live(live, token), live)
             return
         if self._answer.first_token_ms is None:
             self._answer.first_token_ms = self._elapsed_ms()
         data = TokenData(text=token)
         self._send(TokenEvent, data)
         self._answer.parts.append(token)  # once sent: done.text holds only what was streamed
+
+    def _feed_live(self, live: LiveCitations[Source], token: str | None) -> str:
+        """Feed a token (None: the end of the text) and note how long what it releases
+        waited."""
+        answer = self._answer
+        now = self._elapsed_ms()
+        if token is None:
+            text = live.close().text
+        else:
+            answer.raw_chars += len(token)
+            answer.arrivals.append((answer.raw_chars, now))
+            text = live.feed(token).text
+        released_up_to = answer.raw_chars - len(live.pending)
+        while answer.arrivals and answer.arrivals[0][0] <= released_up_to:
+            answer.held_back_ms = max(answer.held_back_ms, now - answer.arrivals.popleft()[1])
+        return text
 
     def _send_live(self, text: str, live: LiveCitations[Source]) -> None:
         """Send the references this text cites first, then the text itself."""
@@ -395,24 +417,32 @@ class AnswerEventHandler(BaseCallbackHandler):
         keeps exactly the text already sent, so what was held is dropped."""
         if state == "answered":
             if text is not None:
-                self._send_live(live.feed(text).text, live)
-            self._send_live(live.close().text, live)
+                self._send_live(self._feed_live(live, text), live)
+            self._send_live(self._feed_live(live, None), live)
         sent = live.n_cited if state == "answered" else self._answer.references_sent
         cited = [live.cited_source(index) for index in range(sent)]
         kept = cited or self._answer.sources  # nothing cited: the untouched list, as always
         references = [_reference(index, source) for index, source in enumerate(kept, start=1)]
-        return self._send_done(state, "".join(self._answer.streamed), references)
+        held = {"held_back_ms": round(self._answer.held_back_ms, 3), "held_back_chars": live.held}
+        return self._send_done(state, "".join(self._answer.streamed), references, held)
 
     def _send_done(
-        self, state: DoneState, final_text: str, references: list[Reference]
+        self,
+        state: DoneState,
+        final_text: str,
+        references: list[Reference],
+        held: dict[str, Any] | None = None,
     ) -> DoneEvent:
         total_ms = self._elapsed_ms()
+        timings = Timings(
+            first_token_ms=self._answer.first_token_ms, total_ms=total_ms, **held or {}
+        )
         data = DoneData(
             state=state,
             text=final_text,
             references=references,
             usage=Usage(answer_tokens=count_tokens(final_text)),
-            timings=Timings(first_token_ms=self._answer.first_token_ms, total_ms=total_ms),
+            timings=timings,
         )
         return self._send(DoneEvent, data)
 
