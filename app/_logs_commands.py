@@ -11,7 +11,14 @@ from pathlib import Path
 from typing import Any
 
 from app._options import port_number
-from callbacks.events import CitationEvent, DoneEvent, ErrorEvent, TokenEvent, to_jsonl
+from callbacks.events import (
+    CitationEvent,
+    DoneEvent,
+    ErrorEvent,
+    ReferenceEvent,
+    TokenEvent,
+    to_jsonl,
+)
 from callbacks.log import (
     LogContents,
     find_request_logs,
@@ -155,6 +162,11 @@ def log_stats(contents: LogContents) -> dict[str, Any]:
         "last_citation_seq": citations[-1].seq if citations else None,
         "first_token_seq": tokens[0].seq if tokens else None,
         "errors": [e.data.message for e in events if isinstance(e, ErrorEvent)],
+        # Live citation numbering: what was sent as final, and the longest text waited.
+        "live_citations": bool((contents.header.get("options") or {}).get("live_citations")),
+        "references_streamed": sum(isinstance(e, ReferenceEvent) for e in events),
+        "held_back_chars": done.data.timings.held_back_chars if done else None,
+        "held_back_ms": done.data.timings.held_back_ms if done else None,
     }
 
 

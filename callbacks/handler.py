@@ -114,7 +114,7 @@ class _Answer:
     # longest any character waited
     arrivals: deque[tuple[int, float]] = field(default_factory=deque)
     raw_chars: int = 0
-    held_back_ms: float = 0.0
+    held_back_s: float = 0.0
 
 
 class AnswerEventHandler(BaseCallbackHandler):
@@ -359,18 +359,22 @@ class AnswerEventHandler(BaseCallbackHandler):
 
     def _feed_live(self, live: LiveCitations[Source], token: str | None) -> str:
         """Feed a token (None: the end of the text) and note how long what it releases
-        waited."""
+        waited. The clock is read only when something waits or waited: most tokens neither."""
         answer = self._answer
-        now = self._elapsed_ms()
         if token is None:
-            text = live.close().text
+            text = live.close()
         else:
             answer.raw_chars += len(token)
+            text = live.feed(token)
+        held = len(live.pending)
+        if not answer.arrivals and not held:
+            return text
+        now = self._clock()
+        if token and held:
             answer.arrivals.append((answer.raw_chars, now))
-            text = live.feed(token).text
-        released_up_to = answer.raw_chars - len(live.pending)
+        released_up_to = answer.raw_chars - held
         while answer.arrivals and answer.arrivals[0][0] <= released_up_to:
-            answer.held_back_ms = max(answer.held_back_ms, now - answer.arrivals.popleft()[1])
+            answer.held_back_s = max(answer.held_back_s, now - answer.arrivals.popleft()[1])
         return text
 
     def _send_live(self, text: str, live: LiveCitations[Source]) -> None:
@@ -423,7 +427,10 @@ class AnswerEventHandler(BaseCallbackHandler):
         cited = [live.cited_source(index) for index in range(sent)]
         kept = cited or self._answer.sources  # nothing cited: the untouched list, as always
         references = [_reference(index, source) for index, source in enumerate(kept, start=1)]
-        held = {"held_back_ms": round(self._answer.held_back_ms, 3), "held_back_chars": live.held}
+        held = {
+            "held_back_ms": round(self._answer.held_back_s * 1000, 3),
+            "held_back_chars": live.held,
+        }
         return self._send_done(state, "".join(self._answer.streamed), references, held)
 
     def _send_done(

@@ -27,18 +27,20 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Sequence
-from typing import Generic, NamedTuple, TypeVar
+from typing import Generic, TypeVar
 
 from pipelines.citations import _DASHES, _code_layout, _renumber
 
-__all__ = ["LiveCitations", "LivePiece"]
+__all__ = ["LiveCitations"]
 
 T = TypeVar("T")
 
 # Characters a settled point may not follow (see the module docstring).
-_UNSETTLED = frozenset(" \t\r[]`~\\*_\"'\u2019\u201d\u00bb")
+_UNSETTLED_CHARS = " \t\r[]`~\\*_\"'\u2019\u201d\u00bb"
+_UNSETTLED = frozenset(_UNSETTLED_CHARS)
 # What may follow "[" inside a group that is not finished yet.
-_GROUP_CHARS = frozenset("0123456789 ,;" + _DASHES)
+_GROUP_CHARS_STR = "0123456789 ,;" + _DASHES
+_GROUP_CHARS = frozenset(_GROUP_CHARS_STR)
 # A line starting like this may still be a fence opener, until it ends.
 _FENCE_START_RE = re.compile(r" {0,3}(?:`{3}|~{3})")
 # How many earlier settled points to try when the rewrite of the latest is itself unsettled
@@ -46,46 +48,35 @@ _FENCE_START_RE = re.compile(r" {0,3}(?:`{3}|~{3})")
 _RETRIES = 8
 
 
-class LivePiece(NamedTuple, Generic[T]):
-    """Text released for the stream, and the sources it cites for the first time (in their
-    final order), which a client should learn of before the text."""
-
-    text: str
-    cited: list[T]
-
-
-def _settled_at(
-    text: str, end: int, code_open: int | None, code: Sequence[tuple[int, int]]
-) -> bool:
-    if end <= 0 or text[end - 1] in _UNSETTLED:
-        return False
-    if code_open is not None and end > code_open:
-        return False
-    for start, stop in code:
-        if start < end < stop:
-            return False
+def _open_group_start(text: str, end: int) -> int | None:
+    """Where the marker group that ``text[:end]`` ends inside starts, or None."""
     position = end - 1
     while position >= 0 and text[position] in _GROUP_CHARS:
         position -= 1
-    if position >= 0 and text[position] == "[":
-        return False  # a marker group still open
+    return position if position >= 0 and text[position] == "[" else None
+
+
+def _fence_may_open(text: str, end: int) -> bool:
     line_start = text.rfind("\n", 0, end) + 1
-    return not _FENCE_START_RE.match(text, line_start)
+    return _FENCE_START_RE.match(text, line_start) is not None
 
 
 def _settled(text: str) -> bool:
     """Whether all of ``text`` is settled (its end is a settled point)."""
-    code, code_open = _code_layout(text)
-    return _settled_at(text, len(text), code_open, code)
+    end = len(text)
+    if not end or text[-1] in _UNSETTLED or _open_group_start(text, end) is not None:
+        return False
+    if _code_layout(text)[1] is not None:
+        return False
+    return not _fence_may_open(text, end)
 
 
 class LiveCitations(Generic[T]):
     """One answer's live rewrite; see the module docstring.
 
-    ``feed`` takes each token and ``close`` the end of the text; each returns the piece of
-    final text now settled (often empty while a marker is held) and the sources it cites
-    first. :attr:`cited` is the final reference list so far, :attr:`held` the longest hold in
-    characters.
+    ``feed`` takes each token and ``close`` the end of the text; each returns the final text
+    now settled. :attr:`cited` is the final reference list so far (a client must learn of a
+    source before the text that cites it), :attr:`held` the longest hold in characters.
     """
 
     def __init__(self, sources: Sequence[T]) -> None:
@@ -94,6 +85,7 @@ class LiveCitations(Generic[T]):
         self._cited: list[T] = []  # the sources in final order
         self._context = ""  # the last settled raw character: whether the next text starts a line
         self._pending = ""  # raw text after the last settled point
+        self._in_group = False  # whether the held text ends inside an open "["
         self.held = 0
         self._released: list[str] = []
 
@@ -120,28 +112,37 @@ class LiveCitations(Generic[T]):
         """The raw text held back."""
         return self._pending
 
-    def feed(self, token: str) -> LivePiece[T]:
+    def feed(self, token: str) -> str:
+        """Take one token; return the final text now settled (often empty while a marker is
+        held). The sources it cites first are in :attr:`cited` when it returns."""
         pending = self._pending + token
+        if self._in_group and not token.strip(_GROUP_CHARS_STR):
+            # More digits, commas or spaces inside an open "[": nothing new can settle.
+            self._pending = pending
+            self.held = max(self.held, len(pending))
+            return ""
         if "[" not in pending and "`" not in pending and "~" not in pending:
-            # The common token: nothing here can be a marker or code, so only trailing
-            # spaces (which a marker after them could take along) wait.
-            end = len(pending.rstrip(" \t\r"))
-            if end and pending[end - 1] not in _UNSETTLED:
-                self._pending = pending[end:]
-                self.held = max(self.held, len(self._pending))
-                self._context = pending[end - 1]
-                self._released.append(pending[:end])
-                return LivePiece(pending[:end], [])
+            # The common token: nothing here can be a marker or code, so the text stays as it
+            # is and only a tail that could still matter to a marker (spaces) waits.
+            end = len(pending.rstrip(_UNSETTLED_CHARS))
+            self._pending = pending[end:]
+            self.held = max(self.held, len(self._pending))
+            if not end:
+                return ""
+            self._context = pending[end - 1]
+            self._released.append(pending[:end])
+            return pending[:end]
         self._pending = pending
-        piece = self._release(final=False)
+        released = self._release(final=False)
+        self._in_group = _open_group_start(self._pending, len(self._pending)) is not None
         self.held = max(self.held, len(self._pending))
-        return piece
+        return released
 
-    def close(self) -> LivePiece[T]:
+    def close(self) -> str:
         """Release what is held: the text has ended."""
         return self._release(final=True)
 
-    def _release(self, *, final: bool) -> LivePiece[T]:
+    def _release(self, *, final: bool) -> str:
         text = self._context + self._pending
         skip = len(self._context)
         ends = [len(text)] if final else self._settled_ends(text, skip)
@@ -159,10 +160,9 @@ class LiveCitations(Generic[T]):
             self._pending = text[end:]
             released = rewritten[skip:]
             self._released.append(released)
-            cited = [self._sources[old - 1] for old in list(numbering)[first:]]
-            self._cited.extend(cited)
-            return LivePiece(released, cited)
-        return LivePiece("", [])
+            self._cited.extend(self._sources[old - 1] for old in list(numbering)[first:])
+            return released
+        return ""
 
     @staticmethod
     def _settled_ends(text: str, skip: int) -> Iterator[int]:
@@ -171,7 +171,15 @@ class LiveCitations(Generic[T]):
         end = len(text) if code_open is None else code_open
         found = 0
         while end > skip and found < _RETRIES:
-            if _settled_at(text, end, code_open, code):
+            if text[end - 1] in _UNSETTLED:
+                end -= 1
+                continue
+            group = _open_group_start(text, end)
+            if group is not None:
+                end = group  # nothing inside an open group is settled
+                continue
+            in_code = any(start < end < stop for start, stop in code)
+            if not in_code and not _fence_may_open(text, end):
                 found += 1
                 yield end
             end -= 1

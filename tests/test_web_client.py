@@ -6,6 +6,8 @@ browser download does not work offline.
 
 from __future__ import annotations
 
+import itertools
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,14 +16,22 @@ import httpx
 import pytest
 from httpx_sse import connect_sse
 from langchain_core.embeddings import Embeddings
-from langchain_core.language_models import FakeListChatModel
+from langchain_core.language_models import BaseChatModel, FakeListChatModel
 from playwright.sync_api import sync_playwright
 
 from app.server import create_app
-from callbacks.events import CitationEvent, DoneEvent, Event, Reference, parse_event
+from callbacks.events import (
+    CitationEvent,
+    DoneEvent,
+    Event,
+    Reference,
+    ReferenceEvent,
+    parse_event,
+)
 from pipelines.pipeline import AnswerPipeline
 from pipelines.settings import load_settings
 from tests.support.fake_pipeline import ABCA1, CDK5, make_pipeline
+from tests.support.fakes import ScriptedStream
 from tests.support.forged import FORGED_QUESTION, build_forged_home
 from tests.support.invariants import check_stream
 from tests.support.servers import serve, serve_command
@@ -47,6 +57,27 @@ document.addEventListener("DOMContentLoaded", () => {
   new MutationObserver(() => {
     window.__sourceSnapshots.push([...list.children].map((li) => li.dataset.source));
   }).observe(list, { childList: true });
+});
+"""
+
+# Records what the page shows of the answer at every change: its state, text and marker links,
+# and the Sources list. The last record while the state is "streaming" is the page just before
+# done was handled.
+RECORD_PAGE = """
+window.__pageSnapshots = [];
+document.addEventListener("DOMContentLoaded", () => {
+  const answer = document.getElementById("answer");
+  const list = document.getElementById("sources");
+  new MutationObserver(() => {
+    window.__pageSnapshots.push({
+      state: answer.dataset.state || "",
+      text: answer.textContent,
+      cites: [...answer.querySelectorAll("a.cite")].map((a) => [a.textContent, a.href]),
+      sources: [...list.children].map((li) => li.dataset.source),
+    });
+  }).observe(document.querySelector("main"), {
+    subtree: true, childList: true, characterData: true, attributeFilter: ["data-state"],
+  });
 });
 """
 
@@ -130,7 +161,33 @@ def marker_links(page: Any) -> list[tuple[str, str]]:
     return [(number, link) for number, link in rows]
 
 
-def test_page_shows_retrieved_sources_then_swaps_in_the_cited_ones(page: Any, served: str) -> None:
+def asked_bodies(page: Any) -> list[dict[str, Any]]:
+    """The bodies the page posts to the stream endpoint, filled in as it asks."""
+    bodies: list[dict[str, Any]] = []
+
+    def note(request: Any) -> None:
+        if request.url.endswith("/v1/answer/stream"):
+            bodies.append(json.loads(request.post_data))
+
+    page.on("request", note)
+    return bodies
+
+
+def as_to_a_server_without_live_citations(page: Any) -> None:
+    """The page's requests reach the server without ``live_citations``, as with a server that
+    does not know the field: the stream is the one from before the option."""
+
+    def strip(route: Any) -> None:
+        body = json.loads(route.request.post_data)
+        body.pop("live_citations", None)
+        route.continue_(post_data=json.dumps(body))
+
+    page.route("**/v1/answer/stream", strip)
+
+
+def test_without_live_citations_the_page_swaps_in_the_cited_sources_at_done(
+    page: Any, served: str
+) -> None:
     for question in SWAP_QUESTIONS:
         events = sse_events(served, {"question": question, "cite_urls": True})
         done = check_stream(events)
@@ -144,6 +201,7 @@ def test_page_shows_retrieved_sources_then_swaps_in_the_cited_ones(page: Any, se
     else:
         pytest.fail(f"none of {SWAP_QUESTIONS} drops and renumbers sources any more")
 
+    as_to_a_server_without_live_citations(page)
     assert ask(page, served, question, cite_urls=True) == "answered"
 
     snapshots = page.evaluate("window.__sourceSnapshots")
@@ -188,7 +246,14 @@ def test_stable_id_markers_link_to_reactome_detail_pages(page: Any, served: str)
 
 def test_a_citation_free_answer_has_no_sources_heading(page: Any, served: str) -> None:
     # User-guide pages have no stable id, so without url citations nothing is cited.
+    events = sse_events(served, {"question": GUIDE_QUESTION, "live_citations": True})
+    assert check_stream(events).data.references == []
+    assert not [event for event in events if isinstance(event, ReferenceEvent)]
+    bodies = asked_bodies(page)
+
     assert ask(page, served, GUIDE_QUESTION) == "answered"
+
+    assert [body.get("live_citations") for body in bodies] == [True]
 
     assert page.inner_text("#answer").strip()
     assert not page.is_visible("#sources-heading")
@@ -211,7 +276,7 @@ MARKUP = (
 )
 
 
-def scripted_server(home: Path, embeddings: Embeddings, model: FakeListChatModel) -> Iterator[str]:
+def scripted_server(home: Path, embeddings: Embeddings, model: BaseChatModel) -> Iterator[str]:
     """In-process server over the sample whose answer model is scripted."""
     settings = load_settings(home=home, event_logs=False)
     pipeline = AnswerPipeline(settings, embeddings=embeddings, answer_model=model,
@@ -279,4 +344,71 @@ def test_forged_source_names_and_texts_show_as_text(
             page.locator("#answer img, #answer script, #sources img, #sources script").count() == 0
         )
         assert page.evaluate("window.forged === undefined")
+        assert page.problems == []
+
+
+# An answer that cites the retrieved sources 3, 1 and 5 first in that order (so with live
+# citations they become [1], [2] and [3]), one word every TOKEN_S; a marker is split as a
+# tokenizer may split it. The empty tokens at the end are a pause before done.
+LIVE_QUESTION = "What does CDK5 do in Alzheimer's disease?"
+LIVE_TOKENS = ["CDK5", " is", " kept", " active", " by", " p25", " [", "3", "].", " It",
+               " phosphorylates", " tau", " [3][1].", " Neurons", " then", " die", " [5],",
+               " as", " in", " other", " diseases", " [1].", "", "", ""]  # fmt: skip
+TOKEN_S = 0.06
+
+
+def test_a_live_answer_keeps_its_text_and_lists_each_source_as_it_is_cited(
+    page: Any, sample_home: Path, minilm: Embeddings
+) -> None:
+    model = ScriptedStream(script=lambda _: LIVE_TOKENS, delay_s=TOKEN_S)
+    for base in scripted_server(sample_home, minilm, model):
+        events = sse_events(base, {"question": LIVE_QUESTION, "live_citations": True})
+        done = check_stream(events).data
+        retrieved = [e.data.st_id for e in events if isinstance(e, CitationEvent)]
+        references = done.references
+        assert [r.source_n for r in references] == [3, 1, 5]
+        assert len(retrieved) > len(references)
+        labels = [r.st_id for r in references]
+        hrefs = {str(r.n): href(r) for r in references}
+        page.add_init_script(RECORD_PAGE)
+        bodies = asked_bodies(page)
+
+        assert ask(page, base, LIVE_QUESTION) == "answered"
+
+        assert [body.get("live_citations") for body in bodies] == [True]
+        snapshots = page.evaluate("window.__pageSnapshots")
+        streaming = [s for s in snapshots if s["state"] == "streaming"]
+        # (a) No swap: the text only ever grew, and just before done it was done.text.
+        texts = [s["text"] for s in snapshots]
+        assert all(b.startswith(a) for a, b in itertools.pairwise(texts)), texts
+        assert streaming[-1]["text"] == done.text
+        assert page.text_content("#answer") == done.text
+        # (b) The Sources grew one reference at a time, each while the text first cited it.
+        lists = [s["sources"] for s in snapshots]
+        grown = [shown for i, shown in enumerate(lists) if i == 0 or shown != lists[i - 1]]
+        assert grown == [labels[:count] for count in range(len(labels) + 1)]
+        for count in range(1, len(labels) + 1):
+            assert any(
+                s["sources"] == labels[:count] and str(count) in [n for n, _ in s["cites"]]
+                for s in streaming
+            ), f"[{count}] was never shown with the first {count} sources listed"
+        for snapshot in snapshots:
+            cited = [number for number, _ in snapshot["cites"]]
+            assert all(int(n) <= len(snapshot["sources"]) for n in cited), snapshot
+            assert all(link == hrefs[n] for n, link in snapshot["cites"]), snapshot
+        assert shown_sources(page) == expected_sources(references)
+        assert page.is_visible("#sources-heading")
+        # (c) The retrieved list is what was searched, folded away, never the Sources.
+        assert retrieved not in lists
+        assert page.inner_text("#retrieved-summary") == f"Searched {len(retrieved)} sources"
+        assert page.locator("#sources-section #retrieved").count() == 0
+        assert not page.is_visible("#retrieved")
+        page.click("#retrieved-summary")
+        assert page.is_visible("#retrieved")
+        assert (
+            page.eval_on_selector_all(
+                "#retrieved li", "items => items.map(li => li.dataset.source)"
+            )
+            == retrieved
+        )
         assert page.problems == []

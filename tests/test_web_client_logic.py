@@ -1,8 +1,11 @@
 """The web client's own logic, run in Node against the Python it must agree with.
 
-The client links exactly the markers the finalizer renumbers (``pipelines.citations``), and
-reads any valid SSE byte stream however it is cut into chunks. Both are checked by running
-``app/web/static/client.js`` in one long-lived Node process on hypothesis-generated input.
+The client links exactly the markers the finalizer renumbers (``pipelines.citations``),
+reads any valid SSE byte stream however it is cut into chunks, and shows of an answer what
+the stream means: with live citations, text that only grows and Sources that grow with the
+references; without, the retrieved list until done swaps in the final pair. All are checked
+by running ``app/web/static/client.js`` in one long-lived Node process, on hypothesis-generated
+input and on the events of real streams from the pipeline.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ import json
 import os
 import shutil
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,18 +23,51 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
+from callbacks.events import DoneEvent, Event, to_jsonl
 from pipelines.citations import _clusters, _code_spans
+from pipelines.pipeline import AnswerPipeline
+from pipelines.settings import load_settings
 from tests import test_citations_table
+from tests.support.fake_pipeline import ABCA1, CDK5, VARIANT, FakeRetriever
+from tests.support.fakes import ScriptedStream
+from tests.support.invariants import check_stream
 from tests.support.markup import ANY_MARKUP, MARKDOWN_PIECES
 
 CLIENT_JS = Path(__file__).parents[1] / "app" / "web" / "static" / "client.js"
 
 # Answers one JSON request per line, in order, with one JSON line.
 WORKER = r"""
-const { findMarkers, readEvents } = require(process.env.CLIENT_JS);
+const { AnswerState, findMarkers, readEvents, sourceHref, textPieces } = require(
+  process.env.CLIENT_JS
+);
 const lines = require("readline").createInterface({ input: process.stdin });
 let queue = Promise.resolve();
+const label = (source) => [source.n, source.st_id || source.url];
+function view(answer) {
+  // What the page would show after an event: the text as pieces, the two lists.
+  const pieces = textPieces(answer.text, answer.sources).map((piece) =>
+    "cite" in piece
+      ? { cite: piece.cite, href: piece.source && sourceHref(piece.source) }
+      : piece
+  );
+  return {
+    live: answer.live,
+    text: answer.text,
+    pieces,
+    sources: answer.sources.map(label),
+    retrieved: answer.retrieved.map(label),
+  };
+}
 async function handle(request) {
+  if (request.op === "answer") {
+    const answer = new AnswerState();
+    const steps = [];
+    for (const event of request.events) {
+      answer.apply(event);
+      steps.push(view(answer));
+    }
+    return { steps };
+  }
   if (request.op === "markers") {
     const { code, groups } = findMarkers(request.text);
     return {
@@ -183,3 +219,210 @@ def test_the_sse_reader_yields_every_event_however_the_bytes_arrive(
 def test_a_lone_carriage_return_ends_the_last_event(node: _Node) -> None:
     chunks = [list(b'data: {"a": 1}\r'), list(b"\r")]
     assert node.ask({"op": "sse", "chunks": chunks})["events"] == [{"a": 1}]
+
+
+# --- What the page shows of an answer -------------------------------------------------------
+
+SITE = "https://reactome.org"
+DOCUMENTS = [ABCA1, CDK5, VARIANT]  # three citable sources, numbered 1, 2, 3 by retrieval
+
+
+class _Streams:
+    """The real pipeline over fixed documents, whose answer model streams ``tokens`` (and
+    fails where a token is None)."""
+
+    def __init__(self) -> None:
+        self.tokens: Sequence[str | None] = []
+        self.retriever = FakeRetriever(documents=DOCUMENTS)
+        model = ScriptedStream(script=lambda _: self._script())
+        self.pipeline = AnswerPipeline(
+            load_settings(event_logs=False),
+            answer_model=model,
+            expander_model=ScriptedStream(script=lambda _: ["{}"]),
+            retriever=self.retriever,
+            raise_handler_errors=True,
+        )
+
+    def _script(self) -> Iterator[str]:
+        for token in self.tokens:
+            if token is None:
+                raise RuntimeError("the model broke off")
+            yield token
+
+    def events(
+        self,
+        tokens: Sequence[str | None],
+        *,
+        live: bool,
+        question: str = "What?",
+        documents: list[Any] = DOCUMENTS,
+    ) -> list[Event]:
+        self.tokens = tokens
+        self.retriever.documents = list(documents)
+        events = list(self.pipeline.stream(question, live_citations=live))
+        check_stream(events)
+        return events
+
+
+@pytest.fixture(scope="module")
+def streams() -> _Streams:
+    return _Streams()
+
+
+def on_the_page(
+    node: _Node, events: list[Event], *, drop_option: bool = False
+) -> list[dict[str, Any]]:
+    """The client's view after each event, sent as the server sends them (``drop_option``:
+    as a server that does not know ``live_citations`` at all, whose start lacks it)."""
+    wire = [json.loads(to_jsonl(event)) for event in events]
+    if drop_option:
+        del wire[0]["data"]["options"]["live_citations"]
+    steps: list[dict[str, Any]] = node.ask({"op": "answer", "events": wire})["steps"]
+    return steps
+
+
+def labels(sources: list[Any]) -> list[list[Any]]:
+    return [[source.n, source.st_id or source.url] for source in sources]
+
+
+def cites(step: dict[str, Any]) -> list[tuple[str, str | None]]:
+    return [(piece["cite"], piece["href"]) for piece in step["pieces"] if "cite" in piece]
+
+
+def check_links(step: dict[str, Any]) -> None:
+    """Every marker number shown links to the listed source of that number, and the pieces
+    are the whole text."""
+    listed = {str(n): f"{SITE}/content/detail/{st_id}" for n, st_id in step["sources"]}
+    for number, link in cites(step):
+        assert number in listed, f"[{number}] is shown, but its source is not listed: {step}"
+        assert link == listed[number]
+    shown = "".join(p.get("text", p.get("code", p.get("cite", ""))) for p in step["pieces"])
+    assert shown == step["text"]
+
+
+def check_live(events: list[Event], steps: list[dict[str, Any]]) -> None:
+    """What a live answer must look like on the page, event by event."""
+    done = events[-1]
+    assert isinstance(done, DoneEvent)
+    assert all(step["live"] for step in steps)
+    # The text only grows (nothing shown is ever rewritten), and it is done.text before done
+    # arrives: done swaps nothing in.
+    for before, after in itertools.pairwise(step["text"] for step in steps):
+        assert after.startswith(before)
+    assert steps[-2]["text"] == steps[-1]["text"] == done.data.text
+    # The Sources are exactly the references so far, in order, at every step; then done's.
+    sent: list[Any] = []
+    for event, step in zip(events[:-1], steps[:-1], strict=True):
+        if event.type == "reference":
+            sent.append(event.data)
+        assert step["sources"] == labels(sent)
+        check_links(step)
+    assert steps[-1]["sources"] == labels(done.data.references)
+    check_links(steps[-1])
+    # The retrieved list is every citation, in retrieval order.
+    citations = [event.data for event in events if event.type == "citation"]
+    assert steps[-1]["retrieved"] == labels(citations)
+
+
+def test_a_live_answer_keeps_its_text_and_grows_its_sources(node: _Node, streams: _Streams) -> None:
+    # Source 2 is cited first: it becomes [1]; source 3 is never cited; [7] is out of range.
+    tokens = ["CDK5", " is kept active", " [2", "]. ABCA1 ", "exports [1][7]", ", see [2]", "."]
+    events = streams.events(tokens, live=True)
+    steps = on_the_page(node, events)
+    check_live(events, steps)
+
+    assert steps[-1]["text"] == "CDK5 is kept active [1]. ABCA1 exports [2], see [1]."
+    cdk5, abca1 = CDK5.metadata["st_id"], ABCA1.metadata["st_id"]
+    # One entry at a time, as the text first cites each: never the retrieved list.
+    growth = [step["sources"] for step in steps]
+    distinct = [shown for i, shown in enumerate(growth) if i == 0 or shown != growth[i - 1]]
+    assert distinct == [[], [[1, cdk5]], [[1, cdk5], [2, abca1]]]
+    first_cite = next(step for step in steps if cites(step))
+    assert first_cite["sources"] == [[1, cdk5]]
+    assert cites(first_cite) == [("1", f"{SITE}/content/detail/{cdk5}")]
+    assert steps[-1]["retrieved"] == labels([e.data for e in events if e.type == "citation"])
+    assert len(steps[-1]["retrieved"]) == 3
+
+
+def test_without_live_citations_the_retrieved_list_is_swapped_at_done(
+    node: _Node, streams: _Streams
+) -> None:
+    tokens = ["CDK5 [2]", " then ABCA1 [1]", "."]
+    events = streams.events(tokens, live=False)
+    retrieved = labels([e.data for e in events if e.type == "citation"])
+    done = events[-1]
+    assert isinstance(done, DoneEvent)
+    for steps in (on_the_page(node, events), on_the_page(node, events, drop_option=True)):
+        assert not any(step["live"] for step in steps)
+        before, after = steps[-2], steps[-1]
+        # While streaming: the model's own markers, linked by retrieval number.
+        assert before["text"] == "CDK5 [2] then ABCA1 [1]."
+        assert before["sources"] == retrieved
+        check_links(before)
+        # At done: the renumbered text and the cited sources, together.
+        assert after["text"] == done.data.text == "CDK5 [1] then ABCA1 [2]."
+        assert after["sources"] == labels(done.data.references)
+        assert len(after["sources"]) == 2
+        check_links(after)
+        assert after["retrieved"] == retrieved
+
+
+def test_a_live_answer_that_cites_nothing_lists_what_done_lists(
+    node: _Node, streams: _Streams
+) -> None:
+    # No marker: no reference event, and done lists the untouched retrieved list, which
+    # the page shows as the answer's Sources once done says so, as without live citations.
+    events = streams.events(["ABCA1 exports ", "cholesterol."], live=True)
+    assert not [event for event in events if event.type == "reference"]
+    steps = on_the_page(node, events)
+    check_live(events, steps)
+    assert all(step["sources"] == [] for step in steps[:-1])
+    assert steps[-1]["sources"] == steps[-1]["retrieved"]
+    assert len(steps[-1]["sources"]) == 3
+
+
+def test_a_live_answer_that_fails_keeps_what_it_showed(node: _Node, streams: _Streams) -> None:
+    events = streams.events(["CDK5 [2]", " is kept active", " by p25 [1]", None], live=True)
+    done = events[-1]
+    assert isinstance(done, DoneEvent)
+    assert done.data.state == "failed"
+    steps = on_the_page(node, events)
+    check_live(events, steps)
+    assert steps[-1]["text"].startswith("CDK5 [1] is kept active")
+    assert steps[-1]["sources"] == labels(done.data.references)
+    assert steps[-1]["sources"][0] == [1, CDK5.metadata["st_id"]]
+
+
+@pytest.mark.parametrize("case", ["refused", "nothing_found"])
+def test_a_live_answer_the_server_writes_in_done_is_shown(
+    node: _Node, streams: _Streams, case: str
+) -> None:
+    # A refusal or "nothing found" streams no token: its text is done's own.
+    question, documents = "What?", []
+    if case == "refused":
+        question, documents = "Why? " * (load_settings().max_question_chars // 5 + 1), DOCUMENTS
+    events = streams.events(["never streamed"], live=True, question=question, documents=documents)
+    done = events[-1]
+    assert isinstance(done, DoneEvent)
+    assert done.data.state == case
+    assert done.data.text
+    steps = on_the_page(node, events)
+    assert steps[-2]["text"] == ""
+    assert steps[-1]["text"] == done.data.text
+    assert steps[-1]["sources"] == []
+
+
+_TOKENS = st.sampled_from(
+    [" ABCA1", " exports", ".", " ", "\n\n", "[1]", "[2]", "[3]", "[9]", "[3, 1]", "[1-3]",
+     "[", "]", "1", "2", ",", "`", "``", "(x)", ":", "*", "_", "\\"]
+)  # fmt: skip
+
+
+@given(st.lists(st.lists(_TOKENS, min_size=1, max_size=4).map("".join), max_size=30))
+@example(["CDK5 [", "2", "][", "3]. ", "`[1]` and [1]", "."])
+@example(["[2]: not a marker\n", "[3](link) and [1]"])
+def test_a_live_answer_looks_right_however_it_is_written_and_split(
+    node: _Node, streams: _Streams, tokens: list[str]
+) -> None:
+    events = streams.events(tokens, live=True)
+    check_live(events, on_the_page(node, events))

@@ -8,6 +8,10 @@ Sections (each a ratio or a difference measured in this one process, never a fix
   3 collections and with the reaction summaries as a 4th, same embeddings, same expander;
 - overhead: time to first token with a zero-latency answer model, minus retrieval alone;
 - handler: cost per token event over a long stream, against the same stream without it;
+- live citations (_live.py): the handler's cost per token with ``live_citations`` off and on
+  over one answer-like stream, and how long live mode holds text back (done.data.timings'
+  held_back_ms and held_back_chars) over the questions with the extractive model and with
+  fake models that split markers across tokens, streaming at a fixed pace;
 - finalizer: strip + finalize on a 10,000-character answer with 50 markers;
 - serving: concurrent SSE streams against `serve` on 127.0.0.1 (bench_serving.py).
 
@@ -42,7 +46,7 @@ from pipelines.ingest import sample_dir
 from pipelines.pipeline import AnswerPipeline
 from pipelines.settings import Settings
 from pipelines.store import COLLECTION_NAMES, open_client
-from tests.benchmarks import _stacks
+from tests.benchmarks import _live, _stacks
 from tests.benchmarks._common import (
     DEFAULT_DATA,
     cache_home,
@@ -261,7 +265,8 @@ def main(argv: list[str] | None = None) -> int:
     # full run all of ../shared/data plus the reaction summaries.
     data = sample_dir() if quick else args.data
     settings = prepared_home(data, home, embeddings, with_reactions=not quick)
-    questions = [q["question"] for q in load_questions()][: 15 if quick else None]
+    labeled = load_questions()[: 15 if quick else None]
+    questions = [q["question"] for q in labeled]
 
     results: dict[str, Any] = {"quick": quick, "retrieval": []}
     print("retrieval...", file=sys.stderr)
@@ -273,6 +278,17 @@ def main(argv: list[str] | None = None) -> int:
     results["overhead"] = bench_overhead(settings, embeddings, questions)
     print("handler...", file=sys.stderr)
     results["handler"] = bench_handler(20_000 if quick else 100_000)
+    print("live citations...", file=sys.stderr)
+    results["live_handler"] = _live.bench_live_handler(
+        20_000 if quick else 100_000, rounds=5 if quick else 3
+    )
+    # As eval_quality asks them: user-guide questions with url citations on, since without
+    # them a user-guide answer has nothing to cite.
+    asked = [(q["question"], {"cite_urls": q["collections"] == ["userguide"]}) for q in labeled]
+    results["held_back"] = {
+        "extractive": _live.held_back(AnswerPipeline(settings, embeddings=embeddings), asked),
+        **_live.fake_held_back(settings, questions, token_ms=10.0, char_ms=2.0),
+    }
     results["finalizer"] = bench_finalizer()
     if not quick:
         results["serve_memory"] = serve_memory(home)
@@ -305,6 +321,28 @@ def main(argv: list[str] | None = None) -> int:
         f"token above the stream alone ({handler['stream_alone_us_per_token']:.1f} µs); a "
         f"no-op AsyncCallbackHandler adds {handler['noop_async_handler_us']:.1f} µs"
     )
+    live = results["live_handler"]
+    print(
+        f"Live citations over {live['tokens']:,} answer-like tokens ({live['markers']:,} "
+        f"markers, {live['sources']} sources): our handler adds {live['off_us']:.1f} µs per "
+        f"token off, {live['live_us']:.1f} µs live: live costs "
+        f"{live['live_minus_off_us']:+.1f} µs per token (goal: under 2); called directly, "
+        f"{live['direct_off_us']:.1f} against {live['direct_live_us']:.1f} µs: "
+        f"{live['direct_live_minus_off_us']:+.1f} µs"
+    )
+    print("Live citations, held back per answer (done.data.timings), p50 / p99 / max")
+    rows = []
+    for label, run in (
+        ("extractive model", results["held_back"]["extractive"]),
+        (f"split markers, a token per {results['held_back']['tokens']['token_ms']:g} ms",
+         results["held_back"]["tokens"]),
+        (f"one char per chunk, {results['held_back']['characters']['char_ms']:g} ms apart",
+         results["held_back"]["characters"]),
+    ):  # fmt: skip
+        ms, chars = run["held_back_ms"], run["held_back_chars"]
+        rows.append([label, run["answers"], f"{ms['p50']:.2f} / {ms['p99']:.2f} / {ms['max']:.2f}",
+                     f"{chars['p50']:g} / {chars['p99']:g} / {chars['max']:g}"])  # fmt: skip
+    print(table(["answers from", "answers", "held_back_ms", "held_back_chars"], rows))
     finalizer = results["finalizer"]
     print(
         f"Finalizer: {finalizer['ms']:.3f} ms on {finalizer['chars']:,} characters with "

@@ -5,7 +5,15 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 
-from callbacks.events import CitationEvent, DoneEvent, ErrorEvent, Event, StartEvent, TokenEvent
+from callbacks.events import (
+    CitationEvent,
+    DoneEvent,
+    ErrorEvent,
+    Event,
+    ReferenceEvent,
+    StartEvent,
+    TokenEvent,
+)
 from pipelines.citations import cited_numbers
 
 
@@ -45,4 +53,41 @@ def check_stream(events: Sequence[Event]) -> DoneEvent:
         )
     if done.data.state == "answered" and cited_numbers(done.data.text):
         assert len(references) == len(set(cited_numbers(done.data.text)))
+    live = events[0].data.options.get("live_citations") is True
+    if live:
+        _check_live(events, done)
+    else:
+        assert not any(isinstance(e, ReferenceEvent) for e in events), "reference: live only"
     return done
+
+
+def _check_live(events: Sequence[Event], done: DoneEvent) -> None:
+    """The invariants of live citation numbering (docs/contract.md)."""
+    sent: list[ReferenceEvent] = []
+    streamed = ""
+    for event in events:
+        if isinstance(event, ReferenceEvent):
+            assert event.data.n == len(sent) + 1, "references come in final order"
+            sent.append(event)
+        elif isinstance(event, TokenEvent):
+            before = set(cited_numbers(streamed))
+            streamed += event.data.text
+            new = [n for n in cited_numbers(streamed) if n not in before]
+            assert all(1 <= n <= len(sent) for n in new), (
+                "every marker in a token names a reference already sent"
+            )
+    if done.data.state in ("answered", "failed"):
+        assert streamed == done.data.text, "the token texts joined are exactly done.text"
+    else:
+        assert not streamed, "a refused or nothing-found answer streams no tokens"
+    if sent:
+        assert [r.data for r in sent] == done.data.references, "references are what was sent"
+        last_citation = max(e.seq for e in events if isinstance(e, CitationEvent))
+        assert sent[0].seq > last_citation, "references follow every citation"
+    else:
+        assert not cited_numbers(done.data.text), "a cited source was announced"
+        early = [e.data for e in events if isinstance(e, CitationEvent)]
+        if done.data.state in ("answered", "failed"):
+            assert [(r.source_n, r.n) for r in done.data.references] == [
+                (c.n, c.n) for c in early
+            ], "nothing cited: the untouched list"

@@ -7,7 +7,7 @@ import re
 from callbacks.events import Event
 from callbacks.events import parse_event as parse_event_json
 
-_TYPES = {"start", "citation", "token", "error", "done"}
+_TYPES = {"start", "citation", "reference", "token", "error", "done"}
 
 
 def parse_sse(body: str) -> list[Event]:

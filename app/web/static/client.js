@@ -153,6 +153,66 @@ function findMarkers(text) {
   return { code, groups };
 }
 
+// --- One answer, from its events -------------------------------------------------------------
+// What the page shows of one answer, kept apart from the page itself so that
+// tests/test_web_client_logic.py can feed it the events of real streams in Node.
+//
+// Two modes, told apart by start.data.options.live_citations:
+// - live: the tokens carry their final markers, and a reference event comes right before the
+//   token that first cites each source. The text is the tokens and done never replaces it;
+//   the Sources list grows one reference at a time.
+// - not live (a server without the option ignores the field): the tokens carry the model's
+//   markers, numbered as the retrieved list, so that list is the Sources while the answer
+//   streams; done swaps in the final text and the sources it cites, together.
+// Either way the retrieved list (every citation event) is kept as what was searched.
+
+// The states whose done text is the text streamed; any other (a refusal, nothing found) is a
+// message the server writes in done itself.
+const STREAMED_STATES = new Set(["answered", "failed"]);
+
+class AnswerState {
+  constructor() {
+    this.live = false;
+    this.retrieved = []; // every citation, in retrieval order
+    this.references = []; // live: the reference events so far, in final order
+    this.tokens = "";
+    this.done = null; // done's data, once it came
+  }
+
+  apply(event) {
+    const data = event.data || {};
+    if (event.type === "start") {
+      this.live = Boolean(data.options && data.options.live_citations === true);
+    } else if (event.type === "citation") {
+      this.retrieved.push(data);
+    } else if (event.type === "reference") {
+      if (this.live) this.references.push(data);
+    } else if (event.type === "token") {
+      this.tokens += data.text;
+    } else if (event.type === "done") {
+      this.done = data;
+    }
+  }
+
+  // The answer's text as the page shows it.
+  get text() {
+    if (this.done === null) return this.tokens;
+    if (this.live && STREAMED_STATES.has(this.done.state)) return this.tokens;
+    return this.done.text ?? "";
+  }
+
+  // The answer's Sources list; its numbers are the ones the text's markers use.
+  get sources() {
+    if (this.done !== null) {
+      // An answer that cites nothing had no reference events: like any answer, it lists
+      // what done lists (the untouched retrieved list, or nothing).
+      if (this.live && this.references.length) return this.references;
+      return this.done.references ?? [];
+    }
+    return this.live ? this.references : this.retrieved;
+  }
+}
+
 // --- Rendering --------------------------------------------------------------------------------
 
 const page = {};
@@ -170,8 +230,43 @@ function sourceLabel(source) {
   return source.st_id || source.url;
 }
 
-function citeLink(digits, byNumber) {
-  const source = byNumber.get(toNumber(digits));
+function textPieces(text, sources) {
+  // The text cut into plain text ({text}), code ({code}) and the numbers of its markers
+  // ({cite: digits, source}: the source with that number, or null); joined, the pieces are
+  // the text. Brackets, commas, dashes and spaces of a marker stay plain text.
+  const byNumber = new Map(sources.map((source) => [source.n, source]));
+  const { code, groups } = findMarkers(text);
+  // Code spans and marker groups never overlap: walk both in text order.
+  const spans = [
+    ...code.map(([start, end]) => ({ start, end, code: true })),
+    ...groups.map((group) => ({ ...group, code: false })),
+  ].sort((a, b) => a.start - b.start);
+  const pieces = [];
+  const plain = (start, end) => {
+    if (end > start) pieces.push({ text: text.slice(start, end) });
+  };
+  let last = 0;
+  for (const span of spans) {
+    plain(last, span.start);
+    if (span.code) {
+      pieces.push({ code: text.slice(span.start, span.end) });
+    } else {
+      let inside = span.start;
+      for (const [start, end] of span.numbers) {
+        plain(inside, start);
+        const digits = text.slice(start, end);
+        pieces.push({ cite: digits, source: byNumber.get(toNumber(digits)) ?? null });
+        inside = end;
+      }
+      plain(inside, span.end);
+    }
+    last = span.end;
+  }
+  plain(last, text.length);
+  return pieces;
+}
+
+function citeLink(digits, source) {
   const href = source && sourceHref(source);
   if (!href) return document.createTextNode(digits);
   const link = document.createElement("a");
@@ -184,60 +279,75 @@ function citeLink(digits, byNumber) {
   return link;
 }
 
-function renderText(target, text, byNumber) {
-  const { code, groups } = findMarkers(text);
-  // Code spans and marker groups never overlap: walk both in text order.
-  const pieces = [
-    ...code.map(([start, end]) => ({ start, end, code: true })),
-    ...groups.map((group) => ({ ...group, code: false })),
-  ].sort((a, b) => a.start - b.start);
+function renderText(target, text, sources) {
   const fragment = document.createDocumentFragment();
-  let last = 0;
-  for (const piece of pieces) {
-    if (piece.start > last) fragment.append(text.slice(last, piece.start));
-    if (piece.code) {
+  for (const piece of textPieces(text, sources)) {
+    if ("code" in piece) {
       const element = document.createElement("code");
-      element.textContent = text.slice(piece.start, piece.end);
+      element.textContent = piece.code;
       fragment.append(element);
+    } else if ("cite" in piece) {
+      fragment.append(citeLink(piece.cite, piece.source));
     } else {
-      // Numbers become links; brackets, commas, dashes and spaces stay text.
-      let inside = piece.start;
-      for (const [start, end] of piece.numbers) {
-        fragment.append(text.slice(inside, start), citeLink(text.slice(start, end), byNumber));
-        inside = end;
-      }
-      fragment.append(text.slice(inside, piece.end));
+      fragment.append(piece.text);
     }
-    last = piece.end;
   }
-  if (last < text.length) fragment.append(text.slice(last));
   target.replaceChildren(fragment);
 }
 
-function renderSources(sources) {
-  // The heading and the list appear together, and only when there is something to list.
-  const items = sources.map((source) => {
-    const item = document.createElement("li");
-    item.value = source.n;
-    item.dataset.n = String(source.n);
-    item.dataset.source = sourceLabel(source);
-    const href = sourceHref(source);
-    const name = document.createElement(href ? "a" : "span");
-    name.className = "name";
-    name.textContent = source.display_name;
-    if (href) {
-      name.href = href;
-      name.target = "_blank";
-      name.rel = "noopener noreferrer";
+function sourceItem(source) {
+  const item = document.createElement("li");
+  item.value = source.n;
+  item.dataset.n = String(source.n);
+  item.dataset.source = sourceLabel(source);
+  const href = sourceHref(source);
+  const name = document.createElement(href ? "a" : "span");
+  name.className = "name";
+  name.textContent = source.display_name;
+  if (href) {
+    name.href = href;
+    name.target = "_blank";
+    name.rel = "noopener noreferrer";
+  }
+  const detail = document.createElement("span");
+  detail.className = "collection";
+  detail.textContent = ` (${source.collection}, ${sourceLabel(source)})`;
+  item.append(name, detail);
+  return item;
+}
+
+function renderList(list, sources, shown) {
+  // A list that only grew gets the new entries appended; any other change redraws it.
+  const grew = shown.length <= sources.length && shown.every((s, i) => s === sources[i]);
+  if (grew) list.append(...sources.slice(shown.length).map(sourceItem));
+  else list.replaceChildren(...sources.map(sourceItem));
+}
+
+function sameList(a, b) {
+  return a.length === b.length && a.every((item, index) => item === b[index]);
+}
+
+// Draws what changed since the last call: the text, the Sources (the heading and the list
+// appear together, and only when there is something to list) and what was searched.
+function drawer() {
+  let shown = { text: "", sources: [], retrieved: [] };
+  return (answer) => {
+    const { text, sources, retrieved } = answer;
+    const sourcesChanged = !sameList(sources, shown.sources);
+    // The links of the markers follow the Sources, so the text is redrawn with them.
+    if (text !== shown.text || sourcesChanged) renderText(page.answer, text, sources);
+    if (sourcesChanged) {
+      renderList(page.sources, sources, shown.sources);
+      page.sourcesSection.hidden = sources.length === 0;
     }
-    const detail = document.createElement("span");
-    detail.className = "collection";
-    detail.textContent = ` (${source.collection}, ${sourceLabel(source)})`;
-    item.append(name, detail);
-    return item;
-  });
-  page.sources.replaceChildren(...items);
-  page.sourcesSection.hidden = items.length === 0;
+    if (!sameList(retrieved, shown.retrieved)) {
+      renderList(page.retrieved, retrieved, shown.retrieved);
+      const count = retrieved.length;
+      page.retrievedSummary.textContent = `Searched ${count} source${count === 1 ? "" : "s"}`;
+      page.retrievedSection.hidden = count === 0;
+    }
+    shown = { text, sources: [...sources], retrieved: [...retrieved] };
+  };
 }
 
 function showError(message) {
@@ -297,7 +407,11 @@ function reset() {
   page.answer.replaceChildren();
   page.error.hidden = true;
   page.error.textContent = "";
-  renderSources([]);
+  page.sources.replaceChildren();
+  page.sourcesSection.hidden = true;
+  page.retrieved.replaceChildren();
+  page.retrievedSection.hidden = true;
+  page.retrievedSection.open = false;
   page.answer.dataset.state = "streaming";
   page.answer.setAttribute("aria-busy", "true");
 }
@@ -316,22 +430,26 @@ async function ask(question, citeUrls) {
   reset();
   setStatus("Searching Reactome\u2026");
 
-  const early = new Map(); // n -> citation, the list of everything retrieved
-  let text = "";
+  const answer = new AnswerState();
+  const drawNow = drawer();
+  const draw = () => {
+    if (current === controller) drawNow(answer);
+  };
   let pending = false;
-  let finished = false;
-  const renderSoon = () => {
-    // Tokens arrive faster than frames: draw at most once per frame.
+  const drawSoon = () => {
+    // Tokens arrive faster than frames: draw at most once per frame. A reference is drawn
+    // with the token that follows it, which cites it.
     if (pending) return;
     pending = true;
     requestAnimationFrame(() => {
       pending = false;
-      if (!finished && current === controller) renderText(page.answer, text, early);
+      draw();
     });
   };
 
   try {
-    const body = { question };
+    // A server without live citations ignores the field; start then says it is off.
+    const body = { question, live_citations: true };
     if (citeUrls) body.cite_urls = true;
     const response = await fetch("/v1/answer/stream", {
       method: "POST",
@@ -345,27 +463,26 @@ async function ask(question, citeUrls) {
       return;
     }
     for await (const event of readEvents(response.body)) {
+      answer.apply(event);
       if (event.type === "citation") {
-        early.set(event.data.n, event.data);
-        renderSources([...early.values()]);
-        setStatus(`Found ${early.size} source${early.size === 1 ? "" : "s"}; writing\u2026`);
-      } else if (event.type === "token") {
-        text += event.data.text;
-        renderSoon();
+        draw();
+        const count = answer.retrieved.length;
+        setStatus(`Found ${count} source${count === 1 ? "" : "s"}; writing\u2026`);
+      } else if (event.type === "token" || event.type === "reference") {
+        drawSoon();
       } else if (event.type === "error") {
         showError(event.data.message);
       } else if (event.type === "done") {
-        finished = true;
-        finish(event.data);
+        finish(answer, draw);
       }
     }
-    if (!finished) {
+    if (answer.done === null) {
       showError("The answer stopped before it was complete; please ask again.");
       settle("failed", "");
     }
   } catch (error) {
     // An abort means another question replaced this one; a failure after done changes nothing.
-    if (error.name === "AbortError" || finished) return;
+    if (error.name === "AbortError" || answer.done !== null) return;
     showError(`Could not get an answer: ${error.message}`);
     settle("failed", "");
   } finally {
@@ -380,21 +497,22 @@ const DONE_NOTES = {
   failed: "The answer could not be completed.",
 };
 
-function finish(done) {
-  // The early list was everything retrieved; the final one is what the answer cites, with
-  // the markers renumbered to match. Swap both in together.
-  const final = new Map(done.references.map((reference) => [reference.n, reference]));
-  renderText(page.answer, done.text, final);
-  renderSources(done.references);
-  settle(done.state, DONE_NOTES[done.state] ?? "");
+function finish(answer, draw) {
+  // Live, the text and its Sources are already final: this draws what the last frame had
+  // not yet. Otherwise the early list was everything retrieved, and the final text, with
+  // its markers renumbered, and the sources it cites are swapped in together.
+  draw();
+  settle(answer.done.state, DONE_NOTES[answer.done.state] ?? "");
 }
 
 if (typeof document !== "undefined") {
   document.addEventListener("DOMContentLoaded", () => {
-    for (const id of ["answer", "error", "status", "sources", "question"]) {
+    for (const id of ["answer", "error", "status", "sources", "retrieved", "question"]) {
       page[id] = document.getElementById(id);
     }
     page.sourcesSection = document.getElementById("sources-section");
+    page.retrievedSection = document.getElementById("retrieved-section");
+    page.retrievedSummary = document.getElementById("retrieved-summary");
     page.citeUrls = document.getElementById("cite-urls");
     document.getElementById("ask").addEventListener("submit", (event) => {
       event.preventDefault();
@@ -408,5 +526,8 @@ if (typeof document !== "undefined") {
   });
 }
 
-// Node (the tests) loads this file to check the marker rules and the SSE reader.
-if (typeof module !== "undefined") module.exports = { findMarkers, readEvents };
+// Node (the tests) loads this file to check the marker rules, the SSE reader and what the page
+// shows of an answer.
+if (typeof module !== "undefined") {
+  module.exports = { AnswerState, findMarkers, readEvents, sourceHref, textPieces };
+}

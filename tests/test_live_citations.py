@@ -1,0 +1,149 @@
+"""Live citation numbering: for any text and any split of it into tokens, the released pieces
+join to exactly what the batch finalizer makes of the whole text, with the same references."""
+
+from __future__ import annotations
+
+import itertools
+from typing import TypeVar
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from pipelines.citations import cited_numbers, finalize_citations, strip_out_of_range_markers
+from pipelines.live_citations import LiveCitations
+from tests.support.markup import ANY_MARKUP, MARKDOWN_PIECES
+from tests.test_citations_properties import answers, render
+from tests.test_citations_table import FINALIZE_TABLE, SOURCES, STRIP_TABLE
+
+T = TypeVar("T")
+
+# Pieces that exercise every hold: markers split anywhere, links, reference definitions,
+# fences of both kinds, closing marks after a removed marker, line ends of both kinds.
+_PIECES = [
+    *MARKDOWN_PIECES,
+    "[1]", "[9]", "[2, 3]", "[1-3]", "[0]", "[99999999999999999999]", "](x)", "(", ")",
+    ":", "```", "~~~", "**", '"', "\t", "\r\n", "\n\n", "-", "\u2013", ";", "[[", "]]", "x",
+]  # fmt: skip
+
+
+def batch(text: str, sources: list[T]) -> tuple[str, list[T]]:
+    """What the pipeline does after generation: strip, then finalize."""
+    return finalize_citations(strip_out_of_range_markers(text, len(sources)), sources)
+
+
+def live(tokens: list[str], sources: list[T]) -> tuple[str, list[T], list[str]]:
+    """The live output joined, the references in the order they were released, and the
+    pieces (one per token, then the close)."""
+    numbering = LiveCitations(sources)
+    pieces = []
+    for token in tokens:
+        pieces.append(numbering.feed(token))
+        if pieces[-1]:
+            # Every marker released names a source already in the final list.
+            assert set(cited_numbers(pieces[-1])) <= set(range(1, numbering.n_cited + 1))
+    pieces.append(numbering.close())
+    cited = numbering.cited
+    return "".join(pieces), cited, pieces
+
+
+def split(text: str, cuts: list[int]) -> list[str]:
+    points = sorted({0, len(text), *(cut % (len(text) + 1) for cut in cuts)})
+    return [text[a:b] for a, b in itertools.pairwise(points)]
+
+
+def assert_live_equals_batch(text: str, tokens: list[str], sources: list[T]) -> None:
+    assert "".join(tokens) == text
+    final_text, kept = batch(text, sources)
+    live_text, cited, _ = live(tokens, sources)
+    assert live_text == final_text
+    if cited:
+        assert cited == kept
+    else:
+        # Nothing cited: no reference was released, and the answer keeps the untouched list.
+        assert kept == sources
+
+
+texts = st.one_of(
+    answers().map(lambda answer: render(answer[1])),
+    st.text(ANY_MARKUP, max_size=120),
+    st.lists(st.sampled_from(_PIECES), max_size=40).map("".join),
+    st.text(max_size=60),
+)
+
+
+@given(texts, st.integers(0, 14), st.lists(st.integers(0, 10_000), max_size=40))
+def test_any_text_split_anywhere_streams_what_the_batch_finalizer_makes(
+    text: str, n_sources: int, cuts: list[int]
+) -> None:
+    assert_live_equals_batch(text, split(text, cuts), list(range(1, n_sources + 1)))
+
+
+@given(texts, st.integers(0, 14))
+def test_one_character_per_token_streams_what_the_batch_finalizer_makes(
+    text: str, n_sources: int
+) -> None:
+    assert_live_equals_batch(text, list(text), list(range(1, n_sources + 1)))
+
+
+@pytest.mark.parametrize(("text", "n_sources", "expected"), STRIP_TABLE)
+@pytest.mark.parametrize("tokens", ["whole", "characters", "pairs"])
+def test_the_strip_table_through_the_live_path(
+    text: str, n_sources: int, expected: str, tokens: str
+) -> None:
+    sources = list(range(1, n_sources + 1))
+    pieces = {"whole": [text], "characters": list(text), "pairs": split(text, [*range(0, 99, 2)])}
+    live_text, _, _ = live(pieces[tokens], sources)
+    assert live_text == batch(expected, sources)[0]
+
+
+@pytest.mark.parametrize(("text", "expected_text", "expected_sources"), FINALIZE_TABLE)
+@pytest.mark.parametrize("tokens", ["whole", "characters", "pairs"])
+def test_the_finalize_table_through_the_live_path(
+    text: str, expected_text: str, expected_sources: list[str], tokens: str
+) -> None:
+    pieces = {"whole": [text], "characters": list(text), "pairs": split(text, [*range(1, 99, 2)])}
+    live_text, cited, _ = live(pieces[tokens], SOURCES)
+    assert live_text == expected_text
+    assert (cited or SOURCES) == expected_sources
+
+
+def test_a_marker_is_released_rewritten_once_the_next_character_settles_it() -> None:
+    numbering = LiveCitations(["A", "B", "C"])
+    assert numbering.feed("ABCA1 exports cholesterol ") == "ABCA1 exports cholesterol"
+    assert numbering.feed("[") == ""
+    assert numbering.feed("3") == ""
+    assert (numbering.feed("]"), numbering.cited) == ("", [])  # "(" would make it a link
+    assert (numbering.feed("."), numbering.cited) == (" [1].", ["C"])
+    assert numbering.feed(" Next [7]") == " Next"
+    assert numbering.close() == ""  # the out-of-range marker and its space go
+    assert numbering.text == "ABCA1 exports cholesterol [1]. Next"
+
+
+def test_a_link_and_a_cluster_are_told_apart_by_what_follows() -> None:
+    numbering = LiveCitations(["A", "B", "C"])
+    assert numbering.feed("See [2]") == "See"
+    assert numbering.feed("(x)") == " [2](x)"  # a link: left as written
+    assert numbering.feed(" and [3]") == " and"
+    assert numbering.feed("[1]") == ""
+    assert numbering.feed(" too") == " [1][2] too"  # one cluster, ascending
+
+
+def test_prose_without_markers_is_held_only_for_its_trailing_spaces() -> None:
+    numbering = LiveCitations(["A"])
+    words = ["Cholesterol", "efflux", "needs", "ABCA1", ",", "and", "HDL", "forms", "."]
+    for index, word in enumerate(words):
+        assert numbering.feed(word + " ") == (" " if index else "") + word
+        assert numbering.pending == " "
+    assert numbering.held == 1
+
+
+def test_inline_code_is_held_until_it_closes_or_its_paragraph_ends() -> None:
+    numbering = LiveCitations(["A", "B"])
+    assert numbering.feed("Use `x") == "Use"
+    assert numbering.feed("[2]") == ""
+    assert numbering.feed(" y` then [2].") == " `x[2] y` then [1]."
+    assert numbering.feed("\n\nA lone ` tick [1]") == "\n\nA lone"
+    # The blank line ends the paragraph: nothing can close that backtick any more.
+    assert numbering.feed(" here.\n\n") == " ` tick [2] here.\n\n"
+    assert numbering.feed("Next") == "Next"
