@@ -349,7 +349,9 @@ class AnswerEventHandler(BaseCallbackHandler):
         live = self._answer.live
         if live is not None:
             self._answer.parts.append(token)  # the raw text, for the log and a replay
-            self._send_live(self._feed_live(live, token), live)
+            text = self._feed_live(live, token)
+            if text:
+                self._send_live(text, live)
             return
         if self._answer.first_token_ms is None:
             self._answer.first_token_ms = self._elapsed_ms()

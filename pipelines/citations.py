@@ -10,7 +10,8 @@ A *marker* is a bracket group of 1-based numbers and ascending ranges, as models
 ``[3]``, ``[1, 3]``, ``[1,3]``, ``[1; 3]``, ``[1-3]`` (also with an en dash, em dash or minus
 sign), with optional spaces inside the brackets. Groups written with nothing between them
 (``[1][3]``) form one *cluster*. These are not markers: a Markdown link ``[1](url)`` and its
-text ``[[1]](url)``, a link reference definition ``[1]: url`` at the start of a line, a
+text ``[[1]](url)``, a link reference definition ``[1]: url`` at the start of a line (a cluster
+there too), a
 descending range, and anything inside inline code or a fenced code block.
 """
 
@@ -223,13 +224,15 @@ def _clusters(text: str) -> tuple[_Cluster, ...]:
 
     clusters: list[_Cluster] = []
     run: list[_Group] = []
-    for group in groups:
-        if run and run[-1].end != group.start:
-            clusters.append(_Cluster(run[0].start, run[-1].end, tuple(run)))
+    for group in [*groups, None]:
+        if run and (group is None or run[-1].end != group.start):
+            # A whole cluster where a reference definition would start (``[2][2]: x``) is
+            # left alone like one: rewritten as one group it would become one.
+            if not _is_reference_definition(text, run[0].start, run[-1].end):
+                clusters.append(_Cluster(run[0].start, run[-1].end, tuple(run)))
             run = []
-        run.append(group)
-    if run:
-        clusters.append(_Cluster(run[0].start, run[-1].end, tuple(run)))
+        if group is not None:
+            run.append(group)
     return tuple(clusters)
 
 

@@ -125,10 +125,14 @@ class LiveCitations(Generic[T]):
             # The common token: nothing here can be a marker or code, so the text stays as it
             # is and only a tail that could still matter to a marker (spaces) waits.
             end = len(pending.rstrip(_UNSETTLED_CHARS))
-            self._pending = pending[end:]
-            self.held = max(self.held, len(self._pending))
-            if not end:
-                return ""
+            if end == len(pending):
+                self._pending = ""
+            else:
+                self._pending = pending[end:]
+                if len(pending) - end > self.held:
+                    self.held = len(pending) - end
+                if not end:
+                    return ""
             self._context = pending[end - 1]
             self._released.append(pending[:end])
             return pending[:end]

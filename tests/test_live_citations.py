@@ -147,3 +147,20 @@ def test_inline_code_is_held_until_it_closes_or_its_paragraph_ends() -> None:
     # The blank line ends the paragraph: nothing can close that backtick any more.
     assert numbering.feed(" here.\n\n") == " ` tick [2] here.\n\n"
     assert numbering.feed("Next") == "Next"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Cholesterol efflux needs ABCA1.",  # cites nothing: the untouched list
+        "Only [9] here.",  # only out of range: cites nothing once stripped
+        "X [3, 1] and [4][4] but not [9].",
+        "CDK5 [2].",
+        "a [3] b [1-2] c [3, 5] `[8]` [x](y) [9](z)",
+        "[[9]0[9]][1]1",  # two removals in one pass make a new group
+        "8[9\t[9]]9",  # so does a tab that a removal takes along
+    ],
+)
+def test_the_other_finalizer_examples_through_the_live_path(text: str) -> None:
+    for tokens in ([text], list(text)):
+        assert_live_equals_batch(text, tokens, SOURCES)

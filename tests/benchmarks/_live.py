@@ -134,6 +134,15 @@ def token_stream(count: int, *, seed: int = 11, split_share: float = 0.5) -> lis
 # --- the handler's cost per token, live off and on ---------------------------------------
 
 
+async def timed_stream(model: BaseChatModel, callbacks: list[Any]) -> float:
+    """Seconds to stream the answer model's whole reply through ``callbacks``."""
+    started = time.perf_counter()
+    config: Any = {"callbacks": callbacks, "tags": [ANSWER_TAG]}
+    async for _ in model.astream("q", config=config):
+        pass
+    return time.perf_counter() - started
+
+
 def handler_after_retrieval(*, live_citations: bool) -> tuple[AnswerEventHandler, uuid.UUID]:
     """Our handler with the answer model's run started: retrieval ended with
     :data:`SOURCES` citable documents, gate open. Returns it and the model's run id."""
@@ -160,11 +169,7 @@ def bench_live_handler(tokens: int, rounds: int = 5) -> dict[str, Any]:
     model = ScriptedStream(script=lambda _: stream_tokens)
 
     async def stream(callbacks: list[Any]) -> float:
-        started = time.perf_counter()
-        config: Any = {"callbacks": callbacks, "tags": [ANSWER_TAG]}
-        async for _ in model.astream("q", config=config):
-            pass
-        return time.perf_counter() - started
+        return await timed_stream(model, callbacks)
 
     makers: dict[str, Callable[[], list[Any]]] = {
         "stream_alone": list,

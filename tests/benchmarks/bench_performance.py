@@ -39,7 +39,7 @@ from langchain_core.language_models import FakeListChatModel
 from langchain_core.retrievers import BaseRetriever
 
 from callbacks.events import TokenEvent
-from callbacks.handler import ANSWER_TAG, RETRIEVAL_TAG, AnswerEventHandler
+from callbacks.handler import RETRIEVAL_TAG, AnswerEventHandler
 from pipelines.citations import finalize_citations, strip_out_of_range_markers
 from pipelines.embeddings import MiniLMEmbeddings
 from pipelines.ingest import sample_dir
@@ -147,15 +147,8 @@ def _handler_after_retrieval() -> AnswerEventHandler:
 def bench_handler(tokens: int, rounds: int = 3) -> dict[str, Any]:
     model = ScriptedStream(script=lambda _: ["a"] * tokens)
 
-    async def stream(callbacks: list[Any]) -> float:
-        started = time.perf_counter()
-        config: Any = {"callbacks": callbacks, "tags": [ANSWER_TAG]}
-        async for _ in model.astream("q", config=config):
-            pass
-        return time.perf_counter() - started
-
     def best(make: Callable[[], list[Any]]) -> float:
-        return min(asyncio.run(stream(make())) for _ in range(rounds))
+        return min(asyncio.run(_live.timed_stream(model, make())) for _ in range(rounds))
 
     baseline = best(list)
     nothing = best(lambda: [_NothingAsync()])

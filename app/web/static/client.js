@@ -150,7 +150,26 @@ function findMarkers(text) {
     }
     groups.push({ start, end, numbers });
   }
-  return { code, groups };
+  return { code, groups: withoutDefinitionClusters(text, groups) };
+}
+
+function withoutDefinitionClusters(text, groups) {
+  // Groups with nothing between them form a cluster; a whole cluster where a reference
+  // definition would start ("[2][2]: x") is not a marker, as on the server.
+  const kept = [];
+  let run = [];
+  const flush = () => {
+    if (run.length && !isReferenceDefinition(text, run[0].start, run[run.length - 1].end)) {
+      kept.push(...run);
+    }
+    run = [];
+  };
+  for (const group of groups) {
+    if (run.length && run[run.length - 1].end !== group.start) flush();
+    run.push(group);
+  }
+  flush();
+  return kept;
 }
 
 // --- One answer, from its events -------------------------------------------------------------
