@@ -422,9 +422,13 @@ class AnswerEventHandler(BaseCallbackHandler):
         the reply of a model that did not stream, through the same rewrite); a failed one
         keeps exactly the text already sent, so what was held is dropped."""
         if state == "answered":
-            if text is not None:
+            if text:
                 self._send_live(self._feed_live(live, text), live)
             self._send_live(self._feed_live(live, None), live)
+        elif self._answer.arrivals:
+            # What was still held is dropped with the failure: it waited until now.
+            waited = self._clock() - self._answer.arrivals[0][1]
+            self._answer.held_back_s = max(self._answer.held_back_s, waited)
         sent = live.n_cited if state == "answered" else self._answer.references_sent
         cited = [live.cited_source(index) for index in range(sent)]
         kept = cited or self._answer.sources  # nothing cited: the untouched list, as always

@@ -194,7 +194,8 @@ def _inline_code_spans(
 def _is_reference_definition(text: str, start: int, end: int) -> bool:
     if not text.startswith(":", end):
         return False
-    line_start = text.rfind("\n", 0, start) + 1
+    # A lone carriage return ends a line too, as for the removal of a marker alone on one.
+    line_start = max(text.rfind("\n", 0, start), text.rfind("\r", 0, start)) + 1
     return start - line_start <= 3 and not text[line_start:start].strip(" ")
 
 
@@ -364,10 +365,17 @@ def strip_out_of_range_markers(text: str, n_sources: int) -> str:
     # Removing a marker can join its neighbours into a new one (``[[9]1]``); repeat while
     # that may have happened, so that stripping twice is the same as stripping once. Each
     # round costs one scan, so deeply nested brackets cost one scan per level.
+    return list(_strip_rounds(text, n_sources))[-1]
+
+
+def _strip_rounds(text: str, n_sources: int) -> Iterator[str]:
+    """The text after each round of stripping; the last is the result (the text itself when
+    nothing is out of range)."""
     while True:
         stripped, again = _strip_once(text, n_sources)
+        yield stripped
         if stripped == text or not again:
-            return stripped
+            return
         text = stripped
 
 
@@ -391,10 +399,9 @@ def _cites_any(text: str, n_sources: int) -> bool:
 
 
 def _renumber(text: str, n_sources: int, numbering: dict[int, int]) -> str:
-    """Strip, then rewrite every cluster with the numbers ``numbering`` gives (old -> new),
-    adding the sources first cited here in order. The text comes back stripped but otherwise
-    unchanged when it cites nothing, as :func:`finalize_citations` leaves it."""
-    text = strip_out_of_range_markers(text, n_sources)
+    """Rewrite every cluster of a stripped text with the numbers ``numbering`` gives (old ->
+    new), adding the sources first cited here in order. The text comes back unchanged when
+    it cites nothing, as :func:`finalize_citations` leaves it."""
     clusters = _clusters(text)
     replacements = []
     cites = False

@@ -29,7 +29,13 @@ import re
 from collections.abc import Iterator, Sequence
 from typing import Generic, TypeVar
 
-from pipelines.citations import _DASHES, _code_layout, _renumber
+from pipelines.citations import (
+    _DASHES,
+    _code_layout,
+    _renumber,
+    _strip_rounds,
+    strip_out_of_range_markers,
+)
 
 __all__ = ["LiveCitations"]
 
@@ -46,6 +52,12 @@ _FENCE_START_RE = re.compile(r" {0,3}(?:`{3}|~{3})")
 # How many earlier settled points to try when the rewrite of the latest is itself unsettled
 # (a removed marker that made a new one or opened code: rare, adversarial text).
 _RETRIES = 8
+# Held text longer than this that nothing could release is tried again only once it has
+# doubled, or a character that can end a hold arrives; text whose rewrite came out unsettled
+# (a fence that a removed marker opened) only once it has doubled. Degenerate text then costs
+# O(n log n) rather than O(n²).
+_LONG_HOLD = 256
+_ENDS_A_HOLD = frozenset("\n`~]")
 
 
 def _open_group_start(text: str, end: int) -> int | None:
@@ -66,9 +78,28 @@ def _settled(text: str) -> bool:
     end = len(text)
     if not end or text[-1] in _UNSETTLED or _open_group_start(text, end) is not None:
         return False
-    if _code_layout(text)[1] is not None:
+    if _layout(text)[1] is not None:
         return False
     return not _fence_may_open(text, end)
+
+
+def _layout(text: str) -> tuple[list[tuple[int, int]], int | None]:
+    """:func:`_code_layout` of text that may go on: an unfinished last line of spaces is not
+    yet the blank line that would end a paragraph (more may follow on it)."""
+    last_line = text.rfind("\n") + 1
+    if last_line < len(text) and not text[last_line:].strip():
+        return _code_layout(text[:last_line])
+    return _code_layout(text)
+
+
+def _rewrite_settled(text: str, n_sources: int, numbering: dict[int, int]) -> str | None:
+    """The final form of the settled ``text``, or None if stripping it went through an
+    unsettled state (a removal that opened code or a group, which later text could change)."""
+    stripped = text
+    for stripped in _strip_rounds(text, n_sources):
+        if stripped != text and not _settled(stripped):
+            return None
+    return _renumber(stripped, n_sources, numbering)
 
 
 class LiveCitations(Generic[T]):
@@ -86,6 +117,8 @@ class LiveCitations(Generic[T]):
         self._context = ""  # the last settled raw character: whether the next text starts a line
         self._pending = ""  # raw text after the last settled point
         self._in_group = False  # whether the held text ends inside an open "["
+        self._retry_at = 0  # hold without trying until the held text is this long
+        self._rejected = False  # whether the last try rewrote into something unsettled
         self.held = 0
         self._released: list[str] = []
 
@@ -115,6 +148,8 @@ class LiveCitations(Generic[T]):
     def feed(self, token: str) -> str:
         """Take one token; return the final text now settled (often empty while a marker is
         held). The sources it cites first are in :attr:`cited` when it returns."""
+        if not token:
+            return ""
         pending = self._pending + token
         if self._in_group and not token.strip(_GROUP_CHARS_STR):
             # More digits, commas or spaces inside an open "[": nothing new can settle.
@@ -137,9 +172,18 @@ class LiveCitations(Generic[T]):
             self._released.append(pending[:end])
             return pending[:end]
         self._pending = pending
+        if len(pending) < self._retry_at and (self._rejected or _ENDS_A_HOLD.isdisjoint(token)):
+            self.held = max(self.held, len(pending))
+            return ""
         released = self._release(final=False)
         self._in_group = _open_group_start(self._pending, len(self._pending)) is not None
         self.held = max(self.held, len(self._pending))
+        if released:
+            self._retry_at = 0
+        elif self._rejected or len(self._pending) > _LONG_HOLD:
+            # A rewrite that came out unsettled waits for twice the text whatever arrives:
+            # what settles it (a fence's closing line, say) is not one character.
+            self._retry_at = 2 * len(self._pending)
         return released
 
     def close(self) -> str:
@@ -149,13 +193,23 @@ class LiveCitations(Generic[T]):
     def _release(self, *, final: bool) -> str:
         text = self._context + self._pending
         skip = len(self._context)
+        self._rejected = False
         ends = [len(text)] if final else self._settled_ends(text, skip)
         for end in ends:
             numbering = dict(self._numbering)
-            rewritten = _renumber(text[:end], len(self._sources), numbering)
-            if not rewritten.startswith(self._context):
-                continue  # cannot happen for a settled character; never emit on a guess
+            if final:
+                rewritten: str | None = _renumber(
+                    strip_out_of_range_markers(text, len(self._sources)),
+                    len(self._sources),
+                    numbering,
+                )
+            else:
+                rewritten = _rewrite_settled(text[:end], len(self._sources), numbering)
+            if rewritten is None or not rewritten.startswith(self._context):
+                self._rejected = True  # (the second cannot happen for a settled character)
+                continue
             if not final and not _settled(rewritten):
+                self._rejected = True
                 continue
             first = len(self._numbering)
             self._numbering = numbering
@@ -171,7 +225,7 @@ class LiveCitations(Generic[T]):
     @staticmethod
     def _settled_ends(text: str, skip: int) -> Iterator[int]:
         """Settled points after ``skip``, latest first, at most :data:`_RETRIES` of them."""
-        code, code_open = _code_layout(text)
+        code, code_open = _layout(text)
         end = len(text) if code_open is None else code_open
         found = 0
         while end > skip and found < _RETRIES:

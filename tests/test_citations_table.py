@@ -38,6 +38,7 @@ STRIP_TABLE = [
     pytest.param("[[9]7]", 1, "", id="new-out-of-range-marker-removed-too"),
     pytest.param("[[9]0[9]][1]1", 0, "1", id="two-removals-in-one-pass-make-a-marker"),
     pytest.param("[2][9]: x\n", 1, "[2][9]: x\n", id="cluster-as-reference-definition-kept"),
+    pytest.param("\r[3]\n[3][2]:", 1, "\r[3][2]:", id="a-lone-carriage-return-starts-a-line"),
     pytest.param("8[9\t[9]]9", 3, "89", id="a-removed-tab-makes-a-marker"),
     pytest.param("see [99999999999999999999999]", 4, "see", id="huge-number"),
     pytest.param("see [3-1] and [9]", 4, "see [3-1] and", id="descending-range-not-a-marker"),

@@ -249,3 +249,17 @@ def test_smollm2_streams_live_markers(sample_home: Path, minilm: Embeddings) -> 
     done = check_stream(events)  # tokens join to done.text, references as sent
     assert done.data.state == "answered", [e for e in events if isinstance(e, ErrorEvent)]
     assert len(of_type(events, TokenEvent)) > 5
+
+
+def test_text_dropped_by_a_failure_counts_in_the_hold() -> None:
+    # From the backtick on, the text may still become code: it waits until the model fails.
+    text = "CDK5 [1] binds `p25 and more words here"
+    model = FakeListChatModel(responses=[text], sleep=0.01, error_on_chunk_number=len(text) - 1)
+    pipeline, _, _ = make_pipeline([ABCA1, CDK5], model)
+    done = live_run(pipeline)[-1]
+    assert isinstance(done, DoneEvent)
+    assert (done.data.state, done.data.text) == ("failed", "CDK5 [1] binds")
+    held = len(text) - 1 - len("CDK5 [1] binds")
+    assert done.data.timings.held_back_chars == held
+    assert done.data.timings.held_back_ms is not None
+    assert done.data.timings.held_back_ms >= (held - 1) * 10 * 0.8

@@ -64,18 +64,23 @@ def check_stream(events: Sequence[Event]) -> DoneEvent:
 def _check_live(events: Sequence[Event], done: DoneEvent) -> None:
     """The invariants of live citation numbering (docs/contract.md)."""
     sent: list[ReferenceEvent] = []
+    announced: set[int] = set()  # references sent since the last token
     streamed = ""
     for event in events:
         if isinstance(event, ReferenceEvent):
             assert event.data.n == len(sent) + 1, "references come in final order"
             sent.append(event)
+            announced.add(event.data.n)
         elif isinstance(event, TokenEvent):
             before = set(cited_numbers(streamed))
             streamed += event.data.text
-            new = [n for n in cited_numbers(streamed) if n not in before]
+            new = {n for n in cited_numbers(streamed) if n not in before}
             assert all(1 <= n <= len(sent) for n in new), (
                 "every marker in a token names a reference already sent"
             )
+            assert new == announced, "a reference comes right before the token first citing it"
+            announced = set()
+    assert not announced, "no reference without a token citing it"
     if done.data.state in ("answered", "failed"):
         assert streamed == done.data.text, "the token texts joined are exactly done.text"
     else:

@@ -127,7 +127,9 @@ function parseItems(body) {
 
 function isReferenceDefinition(text, start, end) {
   if (text[end] !== ":") return false;
-  const lineStart = text.lastIndexOf("\n", start - 1) + 1;
+  // A lone carriage return ends a line too, as on the server.
+  const lineStart =
+    Math.max(text.lastIndexOf("\n", start - 1), text.lastIndexOf("\r", start - 1)) + 1;
   return start - lineStart <= 3 && /^ *$/.test(text.slice(lineStart, start));
 }
 
