@@ -84,11 +84,15 @@ def _settled(text: str) -> bool:
 
 
 def _layout(text: str) -> tuple[list[tuple[int, int]], int | None]:
-    """:func:`_code_layout` of text that may go on: an unfinished last line of spaces is not
-    yet the blank line that would end a paragraph (more may follow on it)."""
+    """:func:`_code_layout` of text that may go on. An unfinished last line that is blank so
+    far, or starts like a fence, may still turn out not to be one, so it cannot yet end the
+    paragraph before it: the layout is that of the text before it, and the line is open."""
     last_line = text.rfind("\n") + 1
-    if last_line < len(text) and not text[last_line:].strip():
-        return _code_layout(text[:last_line])
+    if last_line < len(text) and (
+        not text[last_line:].strip() or _FENCE_START_RE.match(text, last_line)
+    ):
+        code, code_open = _code_layout(text[:last_line])
+        return code, last_line if code_open is None else code_open
     return _code_layout(text)
 
 

@@ -165,6 +165,8 @@ def test_inline_code_is_held_until_it_closes_or_its_paragraph_ends() -> None:
         "Use ```x``[9]`\n  `` [2]",
         # ...a removal can open code that later text closes...
         ")```'```[2]`]``[9]`3``",
+        # ...and a line that starts like a fence may turn out not to be one.
+        "\\[1]```[``1\n```[3]```",
         # ...and a lone carriage return starts a line for reference definitions too.
         "\r[3]\n[3][2]:",
         "[1] a\r[9]\n[3][3]: y",
