@@ -20,7 +20,8 @@ Text between two settled points is rewritten on its own, after one character of 
 before it (which fixes whether it starts a line), with the numbering so far. What bounds the
 hold: a marker is held until the first character after it that is not a space or a closing
 mark; an inline code span until it closes or its paragraph ends; a fenced code block until its
-closing line.
+closing line. Text that a removal would itself turn into code is held to the end, and long
+holds are retried only as they double (docs/contract.md).
 """
 
 from __future__ import annotations
