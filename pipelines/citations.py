@@ -11,8 +11,7 @@ A *marker* is a bracket group of 1-based numbers and ascending ranges, as models
 sign), with optional spaces inside the brackets. Groups written with nothing between them
 (``[1][3]``) form one *cluster*. These are not markers: a Markdown link ``[1](url)`` and its
 text ``[[1]](url)``, a link reference definition ``[1]: url`` at the start of a line (a cluster
-there too), a
-descending range, and anything inside inline code or a fenced code block.
+there too), a descending range, and anything inside inline code or a fenced code block.
 """
 
 from __future__ import annotations
@@ -432,17 +431,10 @@ def finalize_citations(text: str, sources: Sequence[T]) -> tuple[str, list[T]]:
     if not _cites_any(text, n_sources):
         return text, list(sources)
     text = strip_out_of_range_markers(text, n_sources)
-    clusters = _clusters(text)
     new_number: dict[int, int] = {}
-    replacements = []
-    for cluster in clusters:
-        numbers = set()
-        for group in cluster.groups:
-            for old in _numbers_in_range(group.items, n_sources):
-                numbers.add(new_number.setdefault(old, len(new_number) + 1))
-        replacements.append("".join(f"[{number}]" for number in sorted(numbers)))
+    rewritten = _renumber(text, n_sources, new_number)
     if not new_number:
         # Stripping changed what counts as code (a removed marker completed a fence), and
         # nothing is cited any more: the untouched list stays, as for any uncited text.
         return text, list(sources)
-    return _rewrite(text, clusters, replacements), [sources[old - 1] for old in new_number]
+    return rewritten, [sources[old - 1] for old in new_number]
