@@ -1,16 +1,23 @@
 """The ``extractive`` answer model: no generative model, just the best retrieved sentences.
 
-It reads the answer prompt back (:func:`pipelines.prompts.read_answer_prompt`), scores every
-sentence of every source and context block against the question with the embedding model,
-and answers with the most relevant few, in source order, each followed by its source's
-``[n]`` (context sentences get no marker). It is a real LangChain chat model: it streams word
-by word through the normal callbacks, so the rest of the pipeline cannot tell it from a
-generative one.
+It reads the answer prompt back (:func:`pipelines.prompts.read_answer_prompt`), splits every
+source and context block into sentences (:mod:`pipelines.sentences`: literature citations
+removed whole, fragments dropped), and scores each quotable unit against the question: the
+embedding similarity plus the share of the question's rarer words it contains. A sentence
+that leans on the one before it ("This ...", "However, ...") is quoted only together with
+that sentence. The best units are told source by source, the source holding the best unit
+first, each source's sentences in their own order, none twice; each sentence is followed by
+its source's ``[n]`` (context sentences get no marker). It is a real LangChain chat model: it
+streams word by word through the normal callbacks, so the rest of the pipeline cannot tell it
+from a generative one.
 """
 
 from __future__ import annotations
 
+import math
 import re
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 from langchain_core.embeddings import Embeddings
@@ -20,23 +27,22 @@ from pydantic import ConfigDict
 from pipelines._chat import ComposedChatModel
 from pipelines.expander import rule_expansion
 from pipelines.prompts import read_answer_prompt
+from pipelines.sentences import is_fragment, points_back, split_sentences
 
 __all__ = ["NOTHING_RELEVANT", "ExtractiveChatModel", "split_sentences"]
 
 NOTHING_RELEVANT = "The retrieved material does not answer this question."
 
-_SENTENCE_END_RE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9(\"'])")
 _WORD_RE = re.compile(r"[a-z0-9]+")
-_BULLET_RE = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+", re.MULTILINE)
-
-
-def split_sentences(text: str) -> list[str]:
-    """Sentences of prose; list items count as sentences, their bullets removed."""
-    sentences: list[str] = []
-    for paragraph in re.split(r"\n\s*\n|\n(?=\s*(?:[-*+]|\d+[.)])\s)", text):
-        flat = " ".join(_BULLET_RE.sub("", paragraph).split())
-        sentences.extend(s.strip() for s in _SENTENCE_END_RE.split(flat) if s.strip())
-    return sentences
+_STOPWORDS = frozenset(
+    """a about after all also an and any are as at be been by can could did do does doing for
+    from had has have how i in into is it its me my of on or other our over role should so
+    some such than that the their them then there these they this those to under up was we
+    were what when where which while who whom why will with would you your explain tell
+    describe happen happens""".split()  # noqa: SIM905 - a word list reads better as text
+)
+# A sentence quoted with its antecedents: at most this many sentences in all.
+_MAX_UNIT = 3
 
 
 def _answerlike(sentence: str) -> bool:
@@ -54,8 +60,37 @@ def _with_marker(sentence: str, n: int | None) -> str:
     return f"{sentence} [{n}]."
 
 
+def _key(sentence: str) -> str:
+    return " ".join(_WORD_RE.findall(sentence.lower()))
+
+
+@dataclass(frozen=True)
+class _Unit:
+    """A sentence worth quoting, with the sentences before it that it leans on."""
+
+    block: int
+    positions: tuple[int, ...]
+    text: str
+
+
+def _units(block: int, sentences: Sequence[str]) -> list[_Unit]:
+    units = []
+    for position, sentence in enumerate(sentences):
+        if not _answerlike(sentence) or is_fragment(sentence):
+            continue
+        start = position
+        # Walk back to a sentence that stands alone; if none is near, the sentence is unused.
+        while start >= 0 and points_back(sentences[start]) and position - start < _MAX_UNIT:
+            start -= 1
+        if start < 0 or points_back(sentences[start]) or is_fragment(sentences[start]):
+            continue
+        positions = tuple(range(start, position + 1))
+        units.append(_Unit(block, positions, " ".join(sentences[p] for p in positions)))
+    return units
+
+
 class ExtractiveChatModel(ComposedChatModel):
-    """Answers with the retrieved sentences most similar to the question, each cited."""
+    """Answers with the retrieved sentences that best answer the question, each cited."""
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
@@ -64,57 +99,80 @@ class ExtractiveChatModel(ComposedChatModel):
     max_sentences: int = 4
     max_per_block: int = 2
     min_similarity: float = 0.3
-    # Only sentences nearly as relevant as the best one: an answer, not a list of neighbours.
+    # Only units nearly as good as the best one: an answer, not a list of neighbours.
     relative_window: float = 0.15
-    # Blocks come in retrieval order, best first: each later block's sentences lose this much,
+    # Blocks come in retrieval order, best first: each later block's units lose this much,
     # so ties go to the sources the retriever trusted most.
     rank_nudge: float = 0.02
+    # How much the question's own words count beside the embedding similarity: a sentence
+    # about the subject in general scores high on similarity alone ("p53 is frequently
+    # mutated ..." for a question about p53 and DNA damage) but lacks the asked-about terms.
+    word_weight: float = 0.25
 
     @property
     def _llm_type(self) -> str:
         return "reactome-answers-extractive"
 
-    def _scores(self, question: str, sentences: list[str]) -> list[float]:
-        if self.embeddings is not None:
-            vectors = np.array(self.embeddings.embed_documents([question, *sentences]))
-            return [float(score) for score in vectors[1:] @ vectors[0]]
-        # Without embeddings: the share of the question's words each sentence contains.
-        wanted = set(_WORD_RE.findall(question.lower()))
-        return [
-            len(wanted & set(_WORD_RE.findall(s.lower()))) / max(len(wanted), 1) for s in sentences
-        ]
+    def _word_scores(self, question: str, texts: Sequence[str]) -> list[float]:
+        """The share of the question's words each text holds, rarer words (among these
+        texts) weighing more."""
+        wanted = {w for w in _WORD_RE.findall(question.lower()) if w not in _STOPWORDS}
+        held = [set(_WORD_RE.findall(text.lower())) for text in texts]
+        weights = {
+            word: math.log(1 + len(held) / (1 + sum(word in words for words in held)))
+            for word in wanted
+        }
+        total = sum(weights.values()) or 1.0
+        return [sum(weights[word] for word in wanted & words) / total for words in held]
+
+    def _scores(self, question: str, texts: list[str]) -> list[float]:
+        words = self._word_scores(question, texts)
+        if self.embeddings is None:
+            return words
+        vectors = np.array(self.embeddings.embed_documents([question, *texts]))
+        similarity = vectors[1:] @ vectors[0]
+        return [float(s) + self.word_weight * w for s, w in zip(similarity, words, strict=True)]
 
     def reply(self, messages: list[BaseMessage]) -> str:
         question, blocks, history = read_answer_prompt(messages)
         # A follow-up ("what does it do?") is scored as its standalone form.
         question = rule_expansion(question, history).question
-        candidates = [
-            (index, position, sentence)
-            for index, block in enumerate(blocks)
-            for position, sentence in enumerate(split_sentences(block.text))
-            if _answerlike(sentence)
-        ]
-        if not candidates:
+        sentences = [split_sentences(block.text) for block in blocks]
+        units = [unit for index, found in enumerate(sentences) for unit in _units(index, found)]
+        if not units:
             return NOTHING_RELEVANT
-        similarity = self._scores(question, [sentence for _, _, sentence in candidates])
         scores = [
-            s - self.rank_nudge * index
-            for s, (index, _, _) in zip(similarity, candidates, strict=True)
+            score - self.rank_nudge * unit.block
+            for score, unit in zip(
+                self._scores(question, [u.text for u in units]), units, strict=True
+            )
         ]
-        ranked = sorted(zip(scores, candidates, strict=True), key=lambda item: -item[0])
-        chosen: list[tuple[int, int, str]] = []
-        quoted: set[str] = set()
-        per_block: dict[int, int] = {}
+        ranked = sorted(zip(scores, units, strict=True), key=lambda item: -item[0])
         floor = max(self.min_similarity, ranked[0][0] - self.relative_window)
-        for score, (index, position, sentence) in ranked:
-            if score < floor or len(chosen) >= self.max_sentences:
+        chosen: dict[int, set[int]] = {}  # block -> positions of its quoted sentences
+        best: dict[int, float] = {}  # block -> its best unit's score, to order the blocks
+        quoted: set[str] = set()
+        for score, unit in ranked:
+            if score < floor or sum(len(p) for p in chosen.values()) >= self.max_sentences:
                 break
-            # A source's overlapping chunks can hold the same sentence twice; quote it once.
-            if per_block.get(index, 0) >= self.max_per_block or sentence in quoted:
+            mine = chosen.get(unit.block, set())
+            new = [p for p in unit.positions if p not in mine]
+            # A source's overlapping chunks can hold the same sentence twice: quote it once.
+            keys = {_key(sentences[unit.block][p]) for p in new}
+            if not new or keys & quoted or len(mine) + len(new) > self.max_per_block + 1:
                 continue
-            per_block[index] = per_block.get(index, 0) + 1
-            quoted.add(sentence)
-            chosen.append((index, position, _with_marker(sentence, blocks[index].n)))
-        # Chosen by similarity, told in the retriever's order (its best-ranked source first)
-        # and each source's sentences in their own order, so the answer reads as prose.
-        return " ".join(text for _, _, text in sorted(chosen)) if chosen else NOTHING_RELEVANT
+            if len(mine) >= self.max_per_block:
+                continue
+            chosen.setdefault(unit.block, set()).update(new)
+            best.setdefault(unit.block, score)
+            quoted |= keys
+        if not chosen:
+            return NOTHING_RELEVANT
+        # Told source by source, the one with the best unit first, each source's sentences
+        # in their own order so that a sentence follows the one it leans on.
+        parts = [
+            _with_marker(sentences[block][position], blocks[block].n)
+            for block in sorted(chosen, key=lambda b: -best[b])
+            for position in sorted(chosen[block])
+        ]
+        return " ".join(parts)

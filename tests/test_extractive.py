@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 
@@ -104,3 +106,115 @@ def test_streams_word_by_word_and_works_without_embeddings() -> None:
     assert len(chunks) > 5
     assert "Tangier" in text
     assert "[1]" in text
+
+
+def reply_for(question: str, texts: list[str], minilm: Embeddings) -> str:
+    docs = [
+        Document(text, metadata={"st_id": f"R-HSA-{9000 + i}", "display_name": f"Pathway {i}"})
+        for i, text in enumerate(texts)
+    ]
+    sources, context = number_sources(docs, cite_urls=False)
+    return ExtractiveChatModel(embeddings=minilm).reply(answer_messages(question, sources, context))
+
+
+def quoted(text: str) -> list[str]:
+    """The answer's sentences, markers removed."""
+    return [re.sub(r"\s*\[\d+\]", "", s) for s in re.split(r"(?<=\][.!?])\s+", text)]
+
+
+def test_literature_citations_are_left_out_whole_never_cut(minilm: Embeddings) -> None:
+    text = reply_for(
+        "Which p53 targets help repair damaged DNA?",
+        [
+            "Several p53 targets take part in DNA repair, among them RRM2B (Kuo et al. 2010) "
+            "and XPC (Adimoolam and Ford 2002). The p53 protein also induces GADD45A, which "
+            "helps nucleotide excision repair (reviewed in Smith et al, 2011)."
+        ],
+        minilm,
+    )
+    assert "RRM2B" in text
+    assert "et al" not in text
+    assert "Kuo" not in text
+    for sentence in quoted(text):
+        assert sentence.count("(") == sentence.count(")"), sentence
+
+
+def test_a_sentence_that_points_back_comes_with_the_one_before_it(minilm: Embeddings) -> None:
+    text = reply_for(
+        "What does CDK5 phosphorylate in Alzheimer's disease?",
+        [
+            "Neurons keep CDK5 at the membrane bound to its activator p35. "
+            "In Alzheimer's disease, calpain cuts p35 into the smaller p25, which leaves the "
+            "membrane for the nucleus. "
+            "There, CDK5 bound to p25 can reach and phosphorylate tau, lamin A and PPARG. "
+            "Glycogen synthase kinase 3 is another tau kinase studied in neurons."
+        ],
+        minilm,
+    )
+    sentences = quoted(text)
+    there = next(i for i, s in enumerate(sentences) if s.startswith("There,"))
+    assert there > 0
+    assert sentences[there - 1].startswith("In Alzheimer's disease, calpain cuts p35")
+
+
+def test_a_pointing_sentence_whose_antecedent_is_a_fragment_is_not_used(
+    minilm: Embeddings,
+) -> None:
+    text = reply_for(
+        "What does CDK5 phosphorylate in Alzheimer's disease?",
+        [
+            "by calpain, which leaves the membrane for the nucleus. "
+            "There, CDK5 bound to p25 can reach and phosphorylate tau, lamin A and PPARG. "
+            "CDK5 bound to p25 phosphorylates tau at many sites in Alzheimer's disease brains."
+        ],
+        minilm,
+    )
+    assert "There," not in text
+    assert "by calpain" not in text
+    assert "phosphorylates tau" in text
+
+
+def test_the_source_that_answers_best_is_told_first(minilm: Embeddings) -> None:
+    text = reply_for(
+        "What is the role of p53 in the DNA damage response?",
+        [
+            "Because it guards the genome, p53 is mutated in about half of all human tumours. "
+            "Mice without p53 develop tumours early in life.",
+            "After DNA damage, the kinases ATM and ATR phosphorylate p53, which then halts the "
+            "cell cycle and switches on DNA repair genes or, when the damage is too great, "
+            "apoptosis.",
+        ],
+        minilm,
+    )
+    first = quoted(text)[0]
+    assert first.startswith("After DNA damage"), text
+    assert cited_numbers(text)[0] == 2
+
+
+def test_no_sentence_is_quoted_twice(minilm: Embeddings) -> None:
+    shared = "ABCA1 moves cholesterol and phospholipids out of cells onto apolipoprotein A-I."
+    text = reply_for(
+        "What does ABCA1 move out of cells?",
+        [
+            f"{shared} Tangier disease follows when it is lost.",
+            f"Overview. {shared[:-1]} (Oram et al. 2000).",
+        ],
+        minilm,
+    )
+    assert text.count("apolipoprotein A-I") == 1
+
+
+def test_pieces_cut_from_the_middle_of_a_sentence_are_never_quoted(minilm: Embeddings) -> None:
+    text = reply_for(
+        "How does the insulin receptor signal to IRS proteins?",
+        [
+            "IRS and Shc) by the insulin receptor tyrosine kinase. "
+            "bound insulin, the receptor phosphorylates IRS proteins on tyrosines. "
+            "Once insulin binds, the insulin receptor phosphorylates IRS proteins, which then "
+            "recruit PI3K to the membrane."
+        ],
+        minilm,
+    )
+    assert text.startswith("Once insulin binds")
+    assert "Shc)" not in text
+    assert "bound insulin," not in text

@@ -157,8 +157,13 @@ class AnswerPipeline:
     # --- one request ----------------------------------------------------------------------
 
     def _check_question(self, question: str) -> str | None:
-        """Why the question is refused, or None."""
+        """Why the (normalized) question is refused, or None."""
         return refusal_for(question, self.settings.max_question_chars)
+
+    def refusal(self, question: str) -> str | None:
+        """Why ``question`` would be refused before any search, or None when it would be
+        answered: what a request checks first, without running one."""
+        return self._check_question(normalize_question(question))
 
     async def _run(self, handler: AnswerEventHandler, inputs: dict[str, Any]) -> None:
         config: RunnableConfig = {"callbacks": [handler], "run_name": "reactome-answers"}

@@ -22,6 +22,8 @@ from pipelines.settings import Settings, load_settings
 HERE = Path(__file__).resolve().parent
 DEFAULT_DATA = HERE.parents[2] / "shared" / "data"
 QUESTIONS = HERE / "eval_questions.yaml"
+# Personal-advice questions to refuse and must-answer ones beside them, split like QUESTIONS.
+ADVICE_QUESTIONS = HERE / "advice_questions.yaml"
 # The reaction summaries are a collection declared like any other, in a folder of our own.
 COLLECTIONS_PATH = str(HERE / "collections")
 CATALOG = catalog_from_path(COLLECTIONS_PATH)

@@ -44,7 +44,10 @@ MIN_ROUTING = 15
 # The target spread, by the collections a question needs (reported, not enforced).
 TARGET_SPREAD = {"reactome": (55, 60), "disease_variants": (15, 20), "userguide": (10, 15)}
 
-REQUIRED_KEYS = ("id", "question", "relevant", "collections", "paraphrased", "routing")
+REQUIRED_KEYS = ("id", "question", "relevant", "collections", "paraphrased", "routing", "split")
+SPLITS = ("dev", "test")
+# The held-out half: big enough to report on, with its share of hard (paraphrased) questions.
+MIN_TEST = 40
 OPTIONAL_KEYS = ("note",)
 ID_RE = re.compile(r"q[0-9]{3,}")
 WORD_RE = re.compile(r"[a-z0-9]+")
@@ -181,6 +184,8 @@ def check_entry(entry: object, index: int, sources: Sources, report: Report) -> 
     for flag in ("paraphrased", "routing"):
         if flag in entry and not isinstance(entry[flag], bool):
             report.error(where, f"{flag} must be true or false, not {entry[flag]!r}")
+    if "split" in entry and entry["split"] not in SPLITS:
+        report.error(where, f"split must be dev or test, not {entry['split']!r}")
 
     relevant = _string_list(entry.get("relevant"))
     if not relevant:
@@ -326,6 +331,14 @@ def main(argv: list[str] | None = None) -> int:
             "counts",
             f"{numbers['paraphrased']} of {total} paraphrased; at least a third are needed",
         )
+    test = [e for e in entries if e.get("split") == "test"]
+    test_paraphrased = sum(1 for e in test if e.get("paraphrased") is True)
+    print_split = f"test split: {len(test)} questions, {test_paraphrased} paraphrased"
+    if len(test) < MIN_TEST:
+        report.error("counts", f"{print_split}; at least {MIN_TEST} are needed")
+    elif test_paraphrased / len(test) < MIN_PARAPHRASED_SHARE:
+        report.error("counts", f"{print_split}; at least a third must be paraphrased")
+    lines.append(print_split + f" (at least {MIN_TEST}, a third paraphrased)")
     if numbers["routing"] < MIN_ROUTING:
         report.error(
             "counts", f"{numbers['routing']} routing-labelled; at least {MIN_ROUTING} needed"

@@ -1,14 +1,25 @@
-"""Retrieval and answer quality on the labeled questions over ../shared/data.
+"""Retrieval, answer and refusal quality on the labeled questions over ../shared/data.
 
     .venv/bin/python -m tests.benchmarks.eval_quality [--data DIR] [--home DIR] [--limit N]
 
+Every figure is reported for the development split (tune on it, read its failures) and the
+test split (report it; never tune on it or read its failures): the ``split`` of each question
+in eval_questions.yaml and advice_questions.yaml.
+
 - **Retrieval**, for dense only, BM25 only, both fused (RRF) and fused + re-rank, with all
-  three collections searched: recall@3/5/10, MRR and the share of the top 10 taken by a
-  collection the question does not need.
+  three collections searched, and for the default retriever as the pipeline runs it (the
+  expander routes): recall@3/5/10, MRR and the share of the top 10 taken by a collection the
+  question does not need.
 - **Routing**: the expander's collections against the labeled ones.
 - **End to end**: is a relevant id among `done.references` (what the user sees), with the
   extractive provider and the default retriever (user-guide questions with url citations on,
   since without them a user-guide answer cites nothing by design).
+- **Answer sentences**, over every extractive answer: fragments (unbalanced brackets or
+  parentheses, a sentence ending in "et al", one starting in lower case or with a closing
+  bracket) and sentences that point back ("This", "There", "However", ...) without the
+  sentence before them from the same source.
+- **Refusals**: the share of personal-advice questions refused and of must-answer questions
+  refused (advice_questions.yaml), and the labeled evaluation questions refused.
 - **Citations**, over every answer with the extractive provider and with a fake model that
   cites at random (out-of-range numbers included): out-of-range markers left in `done.text`,
   references the text does not cite, streams where a token precedes the last citation.
@@ -20,9 +31,10 @@ from __future__ import annotations
 
 import argparse
 import random
+import re
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -35,8 +47,10 @@ from pipelines.embeddings import MiniLMEmbeddings
 from pipelines.expander import expander_messages, parse_expansion
 from pipelines.pipeline import AnswerPipeline
 from pipelines.retriever import RANKINGS, ReactomeRetriever
+from pipelines.sentences import points_back
 from pipelines.store import COLLECTION_NAMES, open_client
 from tests.benchmarks._common import (
+    ADVICE_QUESTIONS,
     DEFAULT_DATA,
     cache_home,
     load_questions,
@@ -46,15 +60,22 @@ from tests.benchmarks._common import (
 )
 
 K = 10
+SPLITS = ("dev", "test")
+# The retriever exactly as a request runs it: default settings, the expander routing.
+DEFAULT = "default"
+RETRIEVAL_ROWS = (*RANKINGS, DEFAULT)
+RETRIEVAL_METRICS = ["recall@3", "recall@5", "recall@10", "mrr", "wrong_collection"]
+# The issue's goals on the test split (default settings).
+GOALS = {"mrr": 0.92, "recall@3": 0.95, "wrong_collection": 0.05, "relevant_in_references": 0.95}
+
+Scores = dict[str, float]
 
 
 def cited_as(document: Document) -> str:
     return str(document.metadata.get("st_id") or document.metadata.get("url") or "")
 
 
-def retrieval_scores(
-    ranked: Sequence[Document], relevant: set[str], needed: set[str]
-) -> dict[str, float]:
+def retrieval_scores(ranked: Sequence[Document], relevant: set[str], needed: set[str]) -> Scores:
     ids = [cited_as(document) for document in ranked[:K]]
     scores = {f"recall@{k}": len(relevant & set(ids[:k])) / len(relevant) for k in (3, 5, 10)}
     first = next((rank for rank, cid in enumerate(ids, start=1) if cid in relevant), None)
@@ -68,33 +89,45 @@ def mean(values: Sequence[float]) -> float:
     return sum(values) / len(values) if values else 0.0
 
 
+def by_split(questions: Sequence[dict[str, Any]], scores: Sequence[Scores]) -> dict[str, Scores]:
+    """The mean of every score over each split's questions."""
+    means: dict[str, Scores] = {}
+    for split in SPLITS:
+        mine = [s for q, s in zip(questions, scores, strict=True) if q["split"] == split]
+        if mine:
+            means[split] = {metric: mean([s[metric] for s in mine]) for metric in mine[0]}
+    return means
+
+
 def evaluate_retrieval(
     pipeline: AnswerPipeline, questions: list[dict[str, Any]]
-) -> dict[str, dict[str, float]]:
-    results: dict[str, dict[str, float]] = {}
+) -> dict[str, dict[str, Scores]]:
+    results: dict[str, dict[str, Scores]] = {}
     client = open_client(pipeline.settings)
-    for ranking in RANKINGS:
+    for row in RETRIEVAL_ROWS:
         retriever = ReactomeRetriever(
             settings=pipeline.settings,
             client=client,
             embeddings=pipeline.embeddings,
             expander=pipeline.models[1],
             k=K,
-            ranking=ranking,
+            **({} if row == DEFAULT else {"ranking": row}),
         )
+        # The ranking rows search everything, so they compare rankings alone; the default
+        # row searches what the expander routes the question to, as a request does.
+        forced = None if row == DEFAULT else list(COLLECTION_NAMES)
         per_question = []
         started = time.perf_counter()
         for question in questions:
-            ranked = retriever.invoke(question["question"], collections=list(COLLECTION_NAMES))
+            ranked = retriever.invoke(question["question"], collections=forced)
             per_question.append(
                 retrieval_scores(ranked, set(question["relevant"]), set(question["collections"]))
             )
         elapsed = time.perf_counter() - started
-        results[ranking] = {
-            metric: mean([scores[metric] for scores in per_question]) for metric in per_question[0]
-        }
-        results[ranking]["ms_per_question"] = 1000 * elapsed / len(questions)
-        print(f"  {ranking}: {elapsed:.1f} s", file=sys.stderr)
+        results[row] = by_split(questions, per_question)
+        for split_scores in results[row].values():
+            split_scores["ms_per_question"] = 1000 * elapsed / len(questions)
+        print(f"  {row}: {elapsed:.1f} s", file=sys.stderr)
     return results
 
 
@@ -109,7 +142,8 @@ def evaluate_routing(pipeline: AnswerPipeline, questions: list[dict[str, Any]]) 
         wanted = set(question["collections"])
         exact += routed == wanted
         covered += wanted <= routed
-        if routed != wanted:
+        # Only the development split's misses are shown: the test split's are not to be read.
+        if routed != wanted and question["split"] == "dev":
             misses.append(
                 {"id": question["id"], "routed": sorted(routed), "wanted": sorted(wanted)}
             )
@@ -117,8 +151,50 @@ def evaluate_routing(pipeline: AnswerPipeline, questions: list[dict[str, Any]]) 
         "questions": len(labeled),
         "accuracy": exact / len(labeled),
         "covers_needed": covered / len(labeled),
-        "misses": misses,
+        "dev_misses": misses,
     }
+
+
+# --- what the answer's sentences look like -------------------------------------------------
+
+# An extractive answer is quoted sentences, each ending in its source's marker ("... [2]."):
+# a quote ends after a marker and its punctuation. Answers built from unnumbered context end
+# sentences at plain punctuation.
+_QUOTE_END_RE = re.compile(r"(?<=\][.!?])\s+|(?<=[.!?])\s+(?=[A-Z])")
+_MARKER_RE = re.compile(r"\s*\[\d+(?:\s*[,-]\s*\d+)*\]")
+def answer_quotes(text: str) -> list[tuple[str, int | None]]:
+    """The quoted sentences of an answer, markers removed, each with its first marker's n."""
+    quotes = []
+    for piece in _QUOTE_END_RE.split(text.strip()):
+        numbers = [int(n) for n in re.findall(r"\d+", " ".join(_MARKER_RE.findall(piece)))]
+        quotes.append((_MARKER_RE.sub("", piece).strip(), numbers[0] if numbers else None))
+    return [(quote, n) for quote, n in quotes if quote]
+
+
+def fragment_problems(sentence: str) -> list[str]:
+    """Why ``sentence`` reads as a fragment: the checks the issue names."""
+    problems = []
+    if sentence.count("(") != sentence.count(")") or sentence.count("[") != sentence.count("]"):
+        problems.append("unbalanced brackets")
+    if re.search(r"\bet al\.?\W*$", sentence):
+        problems.append("ends in et al")
+    # A lower-case word with no digit or capital (p53, mTOR and cAMP are names, not cuts).
+    if re.match(r"[)\]]|[a-z][a-z'-]*(?=[\s,.;:]|$)", sentence):
+        problems.append("starts in lower case or with a closing bracket")
+    return problems
+
+
+def dangling(quotes: Sequence[tuple[str, int | None]]) -> list[str]:
+    """Sentences that point back, with no sentence from the same source right before them."""
+    found = []
+    for position, (quote, n) in enumerate(quotes):
+        before = quotes[position - 1][1] if position else None
+        if points_back(quote) and (n is None or before != n):
+            found.append(quote)
+    return found
+
+
+# --- answers end to end ---------------------------------------------------------------------
 
 
 def stream_checks(events: list[Event]) -> dict[str, int]:
@@ -156,7 +232,7 @@ def random_citing_answers(questions: list[dict[str, Any]], seed: int = 7) -> lis
 
 
 def evaluate_answers(
-    settings: Any, embeddings: Any, questions: list[dict[str, Any]]
+    settings: Any, embeddings: Any, questions: list[dict[str, Any]], *, show: int = 0
 ) -> dict[str, Any]:
     extractive = AnswerPipeline(settings, embeddings=embeddings)
     answers = random_citing_answers(questions)
@@ -166,16 +242,30 @@ def evaluate_answers(
         answer_model=FakeListChatModel(responses=answers),
         expander_model=extractive.models[1],
     )
-    hits = 0
+    per_question: list[Scores] = []
     totals: dict[str, dict[str, int]] = {"extractive": {}, "random_citing": {}}
     first_token_ms = []
+    examples: list[dict[str, Any]] = []
     for question in questions:
         cite_urls = question["collections"] == ["userguide"]
         events = list(extractive.stream(question["question"], cite_urls=cite_urls))
         done = events[-1]
         assert isinstance(done, DoneEvent)
         shown = {r.st_id or r.url for r in done.data.references}
-        hits += bool(shown & set(question["relevant"]))
+        quotes = answer_quotes(done.data.text) if done.data.state == "answered" else []
+        fragments = [q for q, _ in quotes if fragment_problems(q)]
+        pointing = dangling(quotes)
+        per_question.append(
+            {
+                "relevant_in_references": float(bool(shown & set(question["relevant"]))),
+                "refused": float(done.data.state == "refused"),
+                "sentences": float(len(quotes)),
+                "fragments": float(len(fragments)),
+                "dangling": float(len(pointing)),
+            }
+        )
+        if question["split"] == "dev" and len(examples) < show:
+            examples.append({"id": question["id"], "text": done.data.text})
         if done.data.timings.first_token_ms is not None:
             first_token_ms.append(done.data.timings.first_token_ms)
         for name, stream in (
@@ -184,12 +274,60 @@ def evaluate_answers(
         ):
             for key, value in stream_checks(stream).items():
                 totals[name][key] = totals[name].get(key, 0) + value
+    splits: dict[str, Scores] = {}
+    for split in SPLITS:
+        mine = [s for q, s in zip(questions, per_question, strict=True) if q["split"] == split]
+        if mine:
+            splits[split] = {
+                "questions": float(len(mine)),
+                "relevant_in_references": mean([s["relevant_in_references"] for s in mine]),
+                # Counts over every answer of the split: each must be 0.
+                **{
+                    key: sum(s[key] for s in mine)
+                    for key in ("refused", "sentences", "fragments", "dangling")
+                },
+            }
     return {
-        "relevant_in_references": hits / len(questions),
+        "splits": splits,
         "citation_checks": totals,
         "first_token_ms_median": sorted(first_token_ms)[len(first_token_ms) // 2]
         if first_token_ms
         else None,
+        "dev_examples": examples,
+    }
+
+
+# --- refusals -------------------------------------------------------------------------------
+
+
+def evaluate_refusals(
+    refused: Callable[[str], bool], advice: list[dict[str, Any]], questions: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """How the advice gate sorts the labeled advice and must-answer questions, by split, and
+    how many of the evaluation questions it refuses (goal: none)."""
+    splits: dict[str, Scores] = {}
+    misses: list[dict[str, str]] = []
+    for split in SPLITS:
+        mine = [q for q in advice if q["split"] == split]
+        asked = [q for q in mine if q["label"] == "advice"]
+        answer = [q for q in mine if q["label"] == "answer"]
+        verdicts = {q["id"]: refused(q["question"]) for q in mine}
+        splits[split] = {
+            "advice_questions": float(len(asked)),
+            "advice_refused": mean([float(verdicts[q["id"]]) for q in asked]),
+            "answer_questions": float(len(answer)),
+            "answer_refused": float(sum(verdicts[q["id"]] for q in answer)),
+        }
+        if split == "dev":  # the test split's misses are not to be read
+            misses += [
+                {"id": q["id"], "label": q["label"], "question": q["question"]}
+                for q in mine
+                if verdicts[q["id"]] != (q["label"] == "advice")
+            ]
+    return {
+        "splits": splits,
+        "evaluation_questions_refused": sum(refused(q["question"]) for q in questions),
+        "dev_misses": misses,
     }
 
 
@@ -199,19 +337,35 @@ def plot(results: dict[str, Any], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    metrics = ["recall@3", "recall@5", "recall@10", "mrr", "wrong_collection"]
-    figure, axes = plt.subplots(figsize=(8, 4))
-    width = 0.2
-    for offset, ranking in enumerate(RANKINGS):
-        values = [results["retrieval"][ranking][m] for m in metrics]
-        positions = [i + (offset - 1.5) * width for i in range(len(metrics))]
-        axes.bar(positions, values, width, label=ranking)
-    axes.set_xticks(range(len(metrics)), metrics)
-    axes.set_ylim(0, 1.05)
-    axes.set_title(f"Retrieval on {results['questions']} labeled questions (all collections)")
-    axes.legend(fontsize=8)
+    figure, axes = plt.subplots(1, 2, figsize=(12, 4), sharey=True)
+    width = 0.8 / len(RETRIEVAL_ROWS)
+    for split, ax in zip(SPLITS, axes, strict=True):
+        for offset, row in enumerate(RETRIEVAL_ROWS):
+            values = [results["retrieval"][row][split][m] for m in RETRIEVAL_METRICS]
+            middle = (len(RETRIEVAL_ROWS) - 1) / 2
+            positions = [i + (offset - middle) * width for i in range(len(RETRIEVAL_METRICS))]
+            ax.bar(positions, values, width, label=row)
+        ax.set_xticks(range(len(RETRIEVAL_METRICS)), RETRIEVAL_METRICS, fontsize=8)
+        ax.set_ylim(0, 1.05)
+        ax.set_title(f"{split} split")
+    axes[0].legend(fontsize=8)
+    figure.suptitle(f"Retrieval on {results['questions']} labeled questions")
     figure.tight_layout()
     figure.savefig(path, dpi=100)
+
+
+def goal_lines(results: dict[str, Any]) -> list[str]:
+    """Each goal against the test split's figure."""
+    test = {**results["retrieval"][DEFAULT]["test"], **results["answers"]["splits"]["test"]}
+    lines = []
+    for metric, goal in GOALS.items():
+        lower_is_better = metric == "wrong_collection"
+        met = test[metric] <= goal if lower_is_better else test[metric] >= goal
+        bound = "at most" if lower_is_better else "at least"
+        lines.append(
+            f"  {metric}: {test[metric]:.3f} ({bound} {goal}) {'met' if met else 'MISSED'}"
+        )
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -222,9 +376,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--limit", type=int, help="only the first N questions (a quick run)")
     parser.add_argument("--name", default="eval", help="results/NAME.json and NAME.png")
+    parser.add_argument(
+        "--show", type=int, default=0, help="print the first N development answers in full"
+    )
     args = parser.parse_args(argv)
 
     questions = load_questions()[: args.limit]
+    advice = load_questions(ADVICE_QUESTIONS)
     embeddings = MiniLMEmbeddings(model_cache=cache_home("models"))
     settings = prepared_home(args.data, args.home, embeddings)
     pipeline = AnswerPipeline(settings, embeddings=embeddings)
@@ -232,29 +390,59 @@ def main(argv: list[str] | None = None) -> int:
     print("retrieval...", file=sys.stderr)
     retrieval = evaluate_retrieval(pipeline, questions)
     routing = evaluate_routing(pipeline, questions)
+    print("refusals...", file=sys.stderr)
+    refusals = evaluate_refusals(
+        lambda question: pipeline.refusal(question) is not None, advice, questions
+    )
     print("answers...", file=sys.stderr)
-    answers = evaluate_answers(settings, embeddings, questions)
+    answers = evaluate_answers(settings, embeddings, questions, show=args.show)
+    counts = {split: sum(q["split"] == split for q in questions) for split in SPLITS}
     results = {
         "questions": len(questions),
         "paraphrased": sum(bool(q.get("paraphrased")) for q in questions),
+        "splits": counts,
         "retrieval": retrieval,
         "routing": routing,
         "answers": answers,
+        "refusals": refusals,
     }
 
-    metrics = ["recall@3", "recall@5", "recall@10", "mrr", "wrong_collection", "ms_per_question"]
-    print(f"\nRetrieval, {len(questions)} questions, all three collections searched, k={K}")
+    metrics = [*RETRIEVAL_METRICS, "ms_per_question"]
     print(
-        table(["ranking", *metrics], [[r, *(retrieval[r][m] for m in metrics)] for r in RANKINGS])
+        f"\nRetrieval, {counts['dev']} development and {counts['test']} test questions, top {K}; "
+        f"the ranking rows search all three collections, {DEFAULT} is routed as a request is"
     )
+    rows = [
+        [r, split, *(retrieval[r][split][m] for m in metrics)]
+        for r in RETRIEVAL_ROWS
+        for split in SPLITS
+        if split in retrieval[r]
+    ]
+    print(table(["ranking", "split", *metrics], rows))
     print(
         f"\nRouting: {routing['accuracy']:.3f} exact, {routing['covers_needed']:.3f} cover the "
         f"needed collections ({routing['questions']} questions)"
     )
+    keys = ["questions", "relevant_in_references", "refused", "sentences", "fragments", "dangling"]
+    print("\nAnswers with the extractive provider (counts over every answer; the last three 0)")
     print(
-        f"End to end: a relevant id among done.references for "
-        f"{answers['relevant_in_references']:.3f} of the questions (extractive provider)"
+        table(
+            ["split", *keys],
+            [[split, *(answers["splits"][split][k] for k in keys)] for split in answers["splits"]],
+        )
     )
+    keys = ["advice_questions", "advice_refused", "answer_questions", "answer_refused"]
+    print(
+        "\nRefusals (advice_questions.yaml): share of personal-advice questions refused "
+        "(goal 0.9), must-answer questions refused (goal 0)"
+    )
+    print(
+        table(
+            ["split", *keys],
+            [[split, *(refusals["splits"][split][k] for k in keys)] for split in SPLITS],
+        )
+    )
+    print(f"evaluation questions refused: {refusals['evaluation_questions_refused']} (goal 0)")
     checks = answers["citation_checks"]
     keys = ["out_of_range", "uncited_references", "token_before_last_citation"]
     print("\nCitation checks (counts over all answers; each must be 0)")
@@ -263,6 +451,11 @@ def main(argv: list[str] | None = None) -> int:
             ["model", *keys], [[name, *(checks[name].get(k, 0) for k in keys)] for name in checks]
         )
     )
+    if "test" in retrieval[DEFAULT] and "test" in answers["splits"]:
+        print("\nGoals on the test split, default settings")
+        print("\n".join(goal_lines(results)))
+    for example in answers["dev_examples"]:
+        print(f"\n{example['id']}: {example['text']}")
 
     path = write_results(args.name, results)
     plot(results, path.with_suffix(".png"))
