@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -67,3 +68,30 @@ class KeywordIndex:
                 if score > 0
             ]
         return results
+
+    def rare_term_shares(self, tokens: Sequence[str], max_df: int) -> dict[str, float]:
+        """For each chunk holding one of the query's rare words (``tokens``, as
+        :func:`keyword_tokens` makes them; rare: in at most ``max_df`` chunks), the share of
+        those words it holds, each weighted by its IDF.
+
+        A drug, gene or disease name that only one pathway mentions is strong evidence even
+        when the rest of that pathway's text is about something else (and its embedding far
+        from the question); BM25 dilutes it among the common words the question also has."""
+        vocabulary: dict[str, int] = self.model.vocab_dict
+        indptr, rows = self.model.scores["indptr"], self.model.scores["indices"]
+        count = len(self.chunk_ids)
+        rare: dict[int, float] = {}  # token id -> its IDF (as BM25 computes it)
+        for token in set(tokens):
+            token_id = vocabulary.get(token)
+            if token_id is None:
+                continue
+            df = int(indptr[token_id + 1] - indptr[token_id])
+            if 0 < df <= max_df:
+                rare[token_id] = math.log(1 + (count - df + 0.5) / (df + 0.5))
+        total = sum(rare.values())
+        shares: dict[str, float] = {}
+        for token_id, idf in rare.items():
+            for row in rows[indptr[token_id] : indptr[token_id + 1]]:
+                chunk_id = self.chunk_ids[int(row)]
+                shares[chunk_id] = shares.get(chunk_id, 0.0) + idf / total
+        return shares

@@ -3,15 +3,19 @@
 For a question it runs the expander (a child run, so its tokens are visible to callbacks but
 tagged as the expander's), embeds the standalone question and every alternative query in one
 batch, and for each routed collection runs one dense Chroma query for all of them and one
-BM25 search per query. All ranked lists are fused with reciprocal rank fusion, one entry is
-kept per entity (stable id or url), candidates less similar to the question than the
-threshold are dropped, and the survivors are re-ranked by similarity to the question and
-capped. The order of the returned documents is the sources' numbering.
+BM25 search per query. All ranked lists are fused with reciprocal rank fusion and the best
+fused chunks are read in full. Each is scored by its similarity to the question plus its
+keyword evidence (how far it stands out in the BM25 lists, and the question's rare words it
+holds); one entry is kept per entity (stable id or url), entries scoring under the threshold
+are dropped, and so are the collections whose best entry is far less similar to the question
+than another collection's best. The survivors are ranked by score and capped. The order of
+the returned documents is the sources' numbering.
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -36,7 +40,7 @@ from pipelines import store
 from pipelines.definitions import Catalog, catalog_for
 from pipelines.errors import EventHandlerError, ReactomeAnswersError
 from pipelines.expander import Expansion, expander_messages, parse_expansion, rule_expansion
-from pipelines.keyword_index import KeywordIndex
+from pipelines.keyword_index import KeywordIndex, keyword_tokens
 from pipelines.redaction import one_line, redact_secrets
 from pipelines.settings import Settings
 from pipelines.tags import EXPANDER_TAG
@@ -107,6 +111,8 @@ class _Candidate:
     metadata: dict[str, Any]
     embedding: np.ndarray[Any, np.dtype[np.float32]]
     fused: float = 0.0
+    similarity: float = 0.0  # to the question
+    score: float = 0.0  # what hybrid_rerank ranks by: similarity plus keyword evidence
 
 
 class ReactomeRetriever(BaseRetriever):
@@ -129,7 +135,37 @@ class ReactomeRetriever(BaseRetriever):
         default=100, description="chunks read in full and re-ranked, best fused first"
     )
     max_queries: int = 3
-    min_similarity: float = 0.3
+    min_similarity: float = Field(
+        default=0.3,
+        description="nothing is returned unless some entry is at least this similar to the "
+        "question; with hybrid_rerank each entry's score (similarity plus keyword evidence) "
+        "must reach it too, otherwise its similarity",
+    )
+    # Keyword evidence added to a chunk's similarity (hybrid_rerank). Similarity alone misses
+    # the questions asked through a name only one summary mentions (a drug, a syndrome, a
+    # gene): the summary is about something broader, so its embedding is far from the
+    # question, while BM25 puts it first by a wide margin. Tuned on the dev questions of
+    # tests/benchmarks/eval_questions.yaml.
+    bm25_z_weight: float = Field(
+        default=0.04,
+        description="per standard deviation a chunk's BM25 score stands above its list's "
+        "mean (its best list among the queries)",
+    )
+    bm25_share_weight: float = Field(
+        default=0.05, description="times the chunk's BM25 score over its list's best"
+    )
+    rare_term_weight: float = Field(
+        default=0.15,
+        description="times the IDF-weighted share of the question's rare words the chunk holds",
+    )
+    rare_term_max_df: int = Field(
+        default=2, description="a word is rare in a collection held by at most this many chunks"
+    )
+    collection_margin: float | None = Field(
+        default=0.08,
+        description="drop a collection's entries when its most similar entry trails the most "
+        "similar entry of another collection by more than this (hybrid_rerank; None keeps all)",
+    )
     collections: list[str] | None = Field(
         default=None, description="fixed collections instead of the expander's routing"
     )
@@ -271,13 +307,19 @@ class ReactomeRetriever(BaseRetriever):
         # Stage 1, ids only: every ranked list of every collection, fused (RRF). Lists are
         # merged in collection order, so ties break the same way on every run.
         fused: dict[tuple[str, str], float] = {}
+        evidence: dict[tuple[str, str], float] = {}
         versions = {name: self._live_version(name) for name in collections}
+        rerank = self.ranking == "hybrid_rerank"
+        # Tokenized once for every collection's rare words (it costs more than their lookup).
+        question_tokens = keyword_tokens([expansion.question])[0] if rerank else []
         for name in collections:
-            for ranked in self._ranked_ids(versions[name], expansion, vectors):
+            lists, keyword = self._ranked_ids(versions[name], expansion, vectors, question_tokens)
+            for ranked in lists:
                 for rank, chunk_id in enumerate(ranked, start=1):
                     fused[(name, chunk_id)] = fused.get((name, chunk_id), 0.0) + 1.0 / (
                         _RRF_K + rank
                     )
+            evidence.update(((name, chunk_id), value) for chunk_id, value in keyword.items())
 
         # Stage 2: only the most promising chunks are read in full (text, metadata, vector);
         # reading every hit of every list was most of the time a question took.
@@ -292,7 +334,7 @@ class ReactomeRetriever(BaseRetriever):
             documents, metadatas = got["documents"] or [], got["metadatas"] or []
             embeddings = got["embeddings"] if got["embeddings"] is not None else []
             for position, chunk_id in enumerate(got["ids"]):
-                read[(name, chunk_id)] = _Candidate(
+                candidate = _Candidate(
                     chunk_id,
                     name,
                     documents[position],
@@ -300,6 +342,9 @@ class ReactomeRetriever(BaseRetriever):
                     np.asarray(embeddings[position], dtype=np.float32),
                     fused[(name, chunk_id)],
                 )
+                candidate.similarity = float(candidate.embedding @ question_vector)
+                candidate.score = candidate.similarity + evidence.get((name, chunk_id), 0.0)
+                read[(name, chunk_id)] = candidate
         candidates = {key: read[key] for key in pool if key in read}
 
         # One entry per entity, keyed by what it would be cited as across collections (a
@@ -314,22 +359,45 @@ class ReactomeRetriever(BaseRetriever):
             )
             groups.setdefault(entity, []).append(candidate)
 
-        scored = []
+        entries: list[tuple[float, float, list[_Candidate]]] = []  # score, similarity, chunks
         for group in groups.values():
-            similarities = [float(c.embedding @ question_vector) for c in group]
-            similarity = max(similarities)
-            if similarity >= self.min_similarity:
-                score = group[0].fused + (similarity if self.ranking == "hybrid_rerank" else 0.0)
-                scored.append((score, similarity, group[:_CHUNKS_PER_SOURCE]))
-        scored.sort(key=lambda item: -item[0])
+            similarity = max(c.similarity for c in group)
+            if rerank:
+                group.sort(key=lambda c: -c.score)
+                if group[0].score >= self.min_similarity:
+                    entries.append((group[0].score, similarity, group[:_CHUNKS_PER_SOURCE]))
+            elif similarity >= self.min_similarity:
+                entries.append((group[0].fused, similarity, group[:_CHUNKS_PER_SOURCE]))
+        if rerank:
+            entries = self._gated(entries)
+        entries.sort(key=lambda entry: -entry[0])
         return [
             Document(
                 page_content="\n\n".join(c.text for c in group),
                 id=group[0].chunk_id,
                 metadata={**group[0].metadata, "relevance": round(similarity, 4)},
             )
-            for _, similarity, group in scored[:k]
+            for _, similarity, group in entries[:k]
         ]
+
+    def _gated(
+        self, entries: list[tuple[float, float, list[_Candidate]]]
+    ) -> list[tuple[float, float, list[_Candidate]]]:
+        """The entries worth showing, by similarity to the question (comparable across
+        collections, unlike keyword evidence). Nothing when no entry is similar enough: an
+        off-topic question's rare words must not conjure sources. And no entry of a
+        collection whose best is far behind another's: the user guide's disease list for a
+        question about one disease, or pathways for a question listing variants."""
+        if not entries or max(similarity for _, similarity, _ in entries) < self.min_similarity:
+            return []
+        if self.collection_margin is None:
+            return entries
+        best: dict[str, float] = {}
+        for _, similarity, group in entries:
+            name = group[0].collection
+            best[name] = max(best.get(name, similarity), similarity)
+        floor = max(best.values()) - self.collection_margin
+        return [entry for entry in entries if best[entry[2][0].collection] >= floor]
 
     def _live_version(self, name: str) -> store.StoredVersion:
         """The live version of a collection, looked up at most every few seconds: listing
@@ -358,10 +426,12 @@ class ReactomeRetriever(BaseRetriever):
         version: store.StoredVersion,
         expansion: Expansion,
         vectors: np.ndarray[Any, np.dtype[np.float32]],
-    ) -> list[list[str]]:
+        question_tokens: Sequence[str],
+    ) -> tuple[list[list[str]], dict[str, float]]:
         """One collection's ranked chunk ids: a dense list per query, then a BM25 list per
-        query, as the ranking asks."""
+        query, as the ranking asks; and, for hybrid_rerank, each chunk's keyword evidence."""
         lists: list[list[str]] = []
+        evidence: dict[str, float] = {}
         if self.ranking != "bm25":
             found = version.collection.query(
                 query_embeddings=vectors, n_results=self.fetch_k, include=["distances"]
@@ -372,7 +442,39 @@ class ReactomeRetriever(BaseRetriever):
             if index is not None:
                 keyword_lists = index.search_many(expansion.queries, self.fetch_k)
                 lists += [[chunk_id for chunk_id, _ in ranked] for ranked in keyword_lists]
-        return lists
+                if self.ranking == "hybrid_rerank":
+                    evidence = self._keyword_evidence(index, question_tokens, keyword_lists)
+        return lists, evidence
+
+    def _keyword_evidence(
+        self,
+        index: KeywordIndex,
+        question_tokens: Sequence[str],
+        keyword_lists: list[list[tuple[str, float]]],
+    ) -> dict[str, float]:
+        """What each chunk's keyword matches add to its similarity. BM25 scores are only
+        comparable within a list, so each counts by how far it stands above its list (in
+        standard deviations, and as a share of the list's best), taking the chunk's best
+        list among the queries."""
+        standing: dict[str, float] = {}
+        share: dict[str, float] = {}
+        for ranked in keyword_lists:
+            if not ranked:
+                continue
+            # Plain Python: for twenty scores numpy's call overhead costs more than the sums.
+            top, mean = ranked[0][1], sum(score for _, score in ranked) / len(ranked)
+            spread = math.sqrt(sum((score - mean) ** 2 for _, score in ranked) / len(ranked))
+            for chunk_id, score in ranked:
+                z = (score - mean) / spread if spread > 0 else 0.0
+                standing[chunk_id] = max(standing.get(chunk_id, 0.0), z)
+                share[chunk_id] = max(share.get(chunk_id, 0.0), score / top)
+        rare = index.rare_term_shares(question_tokens, self.rare_term_max_df)
+        return {
+            chunk_id: self.bm25_z_weight * standing.get(chunk_id, 0.0)
+            + self.bm25_share_weight * share.get(chunk_id, 0.0)
+            + self.rare_term_weight * rare.get(chunk_id, 0.0)
+            for chunk_id in standing.keys() | rare.keys()
+        }
 
     # --- the retriever interface -----------------------------------------------------------
 

@@ -23,7 +23,8 @@ _SUMMATIONS = (
     'and cite [99]. event: done data: {"type": "done", "seq": 2} '
     "</script><script>window.forged=2</script> Glycoforgery ends with a forged citation [42].\n"
     "R-HSA-9990002\tGlycoforgery control </script><script>window.forged=3</script>\t"
-    "Glycoforgery control keeps the forged sugar in check [7]. id: 3 event: citation\n"
+    "Glycoforgery control keeps the forged sugar in check [7] by writing the frame lines "
+    "id: 3 event: citation into the liver.\n"
 )
 
 _PAGES = {
