@@ -10,6 +10,7 @@ from pipelines.errors import (
     InputError,
     ModelError,
     NotIngestedError,
+    PersonalAdviceError,
     ReactomeAnswersError,
     StoreUnavailableError,
 )
@@ -24,6 +25,7 @@ __all__ = [
     "InputError",
     "ModelError",
     "NotIngestedError",
+    "PersonalAdviceError",
     "ReactomeAnswersError",
     "Settings",
     "StoreUnavailableError",

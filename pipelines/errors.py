@@ -19,6 +19,7 @@ __all__ = [
     "InputError",
     "ModelError",
     "NotIngestedError",
+    "PersonalAdviceError",
     "ReactomeAnswersError",
     "StoreUnavailableError",
 ]
@@ -106,3 +107,18 @@ class EventLogError(ReactomeAnswersError):
 
     code = "event_log"
     http_status = 500
+
+
+class PersonalAdviceError(ReactomeAnswersError):
+    """The query expander judged the question a request for personal medical advice.
+
+    Raised by the retriever right after expansion, before any search; the pipeline turns it
+    into a ``refused`` answer (no ``error`` event), so a caller of the pipeline never sees it.
+    ``detail`` is what the event log records."""
+
+    code = "personal_advice"
+    http_status = 422
+
+    def __init__(self, message: str, *, detail: dict[str, object] | None = None) -> None:
+        super().__init__(message)
+        self.detail = dict(detail or {})

@@ -36,7 +36,11 @@ You prepare searches over Reactome. Given a question (and maybe earlier turns of
    notations such as R132H, disease and pathway names, synonyms.
 3. Choose the collections to search, one or more of:
 {collections}
-Reply with JSON only: {{"question": "...", "queries": ["..."], "collections": ["..."]}}"""
+4. Say whether it asks for personal medical advice: a decision about the asker's own (or a
+   relative's) treatment, dose, medication, symptoms or test results ("should I", "is it safe
+   for me", "for my ..."). How a drug or disease works, or how to use the website, is not.
+Reply with JSON only: {{"question": "...", "queries": ["..."], "collections": ["..."], \
+"personal_advice": false}}"""
 
 _STOPWORDS = frozenset(
     """a about above after again all am an and any are as at be because been before being
@@ -64,6 +68,9 @@ class Expansion:
     queries: list[str]
     collections: list[str]
     fallback: str | None = None  # why the model's own expansion was not used
+    # The model said the question asks for personal medical advice: the retriever stops and
+    # the pipeline refuses (the rule expander never says so; the offline gate ran already).
+    personal_advice: bool = False
 
     @property
     def question(self) -> str:
@@ -174,7 +181,14 @@ def parse_expansion(
     fallback = None
     if not collections:
         collections, fallback = catalog.route(standalone), "expander chose no known collection"
-    return Expansion(queries[: max_queries + 1], collections, fallback)
+    return Expansion(queries[: max_queries + 1], collections, fallback, _flag(data))
+
+
+def _flag(data: dict[str, object]) -> bool:
+    """The model's ``personal_advice``: true only when it plainly says so (small models write
+    booleans as strings now and then)."""
+    said = data.get("personal_advice")
+    return said is True or (isinstance(said, str) and said.strip().lower() in ("true", "yes"))
 
 
 class RuleExpanderModel(ComposedChatModel):

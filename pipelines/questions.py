@@ -9,15 +9,19 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from dataclasses import dataclass, field
+from typing import Any
 
-__all__ = ["refusal_for"]
+from pipelines.redaction import redact_secrets
+
+__all__ = ["ADVICE_REFUSAL", "Refusal", "refusal_for", "rule_refusal"]
 
 _EMPTY = "The question is empty; ask about a pathway, a gene, a disease or the website."
 _NOT_TEXT = (
     "The question contains control characters, so it does not look like text; "
     "ask in words about a pathway, a gene, a disease or the website."
 )
-_MEDICAL = (
+ADVICE_REFUSAL = (
     "Reactome describes biological pathways; it cannot advise on your own treatment, doses or "
     "symptoms. Please ask a doctor or pharmacist. You can ask how a drug or disease works."
 )
@@ -48,17 +52,42 @@ def _has_control_characters(question: str) -> bool:
     )
 
 
-def refusal_for(question: str, max_chars: int) -> str | None:
-    """Why ``question`` is refused, or None when it may be answered."""
+@dataclass(frozen=True)
+class Refusal:
+    """A refused question: the message the user reads, and why, for the event log.
+
+    ``reason`` is ``"rule"`` (this module), ``"similar_examples"`` (the embedding gate,
+    :mod:`pipelines.advice`) or ``"expander"`` (a generative expander said personal advice)."""
+
+    text: str
+    reason: str
+    detail: dict[str, Any] = field(default_factory=dict)
+
+    def log_data(self) -> dict[str, Any]:
+        return {"reason": self.reason, "detail": self.detail}
+
+
+def rule_refusal(question: str, max_chars: int) -> Refusal | None:
+    """:func:`refusal_for` with the rule that refused the question."""
     if not question.strip():
-        return _EMPTY
+        return Refusal(_EMPTY, "rule", {"rule": "empty"})
     if len(question) > max_chars:
-        return (
+        text = (
             f"The question is {len(question):,} characters long; the limit is {max_chars:,}. "
             "Ask something shorter."
         )
+        return Refusal(text, "rule", {"rule": "too_long", "chars": len(question)})
     if _has_control_characters(question):
-        return _NOT_TEXT
-    if _DECISION_RE.search(question):
-        return _MEDICAL
+        return Refusal(_NOT_TEXT, "rule", {"rule": "control_characters"})
+    match = _DECISION_RE.search(question)
+    if match:
+        return Refusal(
+            ADVICE_REFUSAL, "rule", {"rule": "personal_care", "matched": redact_secrets(match[0])}
+        )
     return None
+
+
+def refusal_for(question: str, max_chars: int) -> str | None:
+    """Why ``question`` is refused, or None when it may be answered."""
+    refusal = rule_refusal(question, max_chars)
+    return None if refusal is None else refusal.text

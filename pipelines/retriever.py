@@ -38,7 +38,7 @@ from pydantic import ConfigDict, Field, PrivateAttr
 
 from pipelines import store
 from pipelines.definitions import Catalog, catalog_for
-from pipelines.errors import EventHandlerError, ReactomeAnswersError
+from pipelines.errors import EventHandlerError, PersonalAdviceError, ReactomeAnswersError
 from pipelines.expander import Expansion, expander_messages, parse_expansion, rule_expansion
 from pipelines.keyword_index import KeywordIndex, keyword_tokens
 from pipelines.redaction import one_line, redact_secrets
@@ -50,6 +50,16 @@ __all__ = ["EXPANSION_FALLBACK", "RANKINGS", "Ranking", "ReactomeRetriever"]
 # The custom callback event that says the expander's own expansion was not used, and why;
 # the event log records it.
 EXPANSION_FALLBACK = "reactome-answers:expansion-fallback"
+
+
+def stop_if_personal_advice(expansion: Expansion) -> None:
+    """Raise :class:`PersonalAdviceError` when the expander said the question asks for
+    personal medical advice: nothing is searched, and the pipeline answers ``refused``."""
+    if expansion.personal_advice:
+        raise PersonalAdviceError(
+            "the query expander judged this a request for personal medical advice",
+            detail={"personal_advice": True, "question": redact_secrets(expansion.question)},
+        )
 
 
 def _fallback_data(expansion: Expansion) -> dict[str, Any]:
@@ -488,6 +498,7 @@ class ReactomeRetriever(BaseRetriever):
         collections: Sequence[str] | None = None,
     ) -> list[Document]:
         expansion = self._expand(query, history, run_manager)
+        stop_if_personal_advice(expansion)
         if expansion.fallback:
             run_manager.get_child().on_custom_event(
                 EXPANSION_FALLBACK, _fallback_data(expansion), run_id=run_manager.run_id
@@ -505,6 +516,7 @@ class ReactomeRetriever(BaseRetriever):
         collections: Sequence[str] | None = None,
     ) -> list[Document]:
         expansion = await self._aexpand(query, history, run_manager)
+        stop_if_personal_advice(expansion)
         if expansion.fallback:
             await run_manager.get_child().on_custom_event(
                 EXPANSION_FALLBACK, _fallback_data(expansion), run_id=run_manager.run_id

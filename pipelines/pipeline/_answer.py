@@ -22,19 +22,24 @@ from callbacks.log import EventLog
 # search in another would otherwise import chromadb (and numpy) at the same time, and a
 # package imported from two threads at once can be seen half initialized.
 from pipelines import store
+from pipelines.advice import AdviceGate
 from pipelines.definitions import catalog_for, load_catalog
-from pipelines.errors import ReactomeAnswersError, StoreUnavailableError
+from pipelines.errors import PersonalAdviceError, ReactomeAnswersError, StoreUnavailableError
 from pipelines.normalize import normalize_question
 from pipelines.pipeline._chain import answer_chain, tagged_retriever
 from pipelines.pipeline._logs import RequestLogs
 from pipelines.pipeline._releases import ReleaseCache
 from pipelines.pipeline._result import answer_result
 from pipelines.pipeline._sync import SyncRunner
-from pipelines.questions import refusal_for
+from pipelines.questions import ADVICE_REFUSAL, Refusal, rule_refusal
 from pipelines.redaction import one_line, redact_secrets, warn_not_done
 from pipelines.settings import Settings, load_settings
 
-__all__ = ["NOTHING_FOUND", "AnswerPipeline", "History"]
+__all__ = ["NOTHING_FOUND", "REFUSAL_EVENT", "AnswerPipeline", "History"]
+
+# The custom callback event that records why a question was refused: the event log keeps it
+# as a callback record, which ``replay --check`` passes through without an event.
+REFUSAL_EVENT = "reactome-answers:refusal"
 
 # What a nothing-found answer says with the bundled collections (a pipeline whose settings
 # declare more names them too).
@@ -154,22 +159,55 @@ class AnswerPipeline:
             takes_options=self._retriever is None,
         )
 
+    @cached_property
+    def advice_gate(self) -> AdviceGate | None:
+        """The personal-advice gate over this pipeline's embeddings (:mod:`pipelines.advice`);
+        None for a pipeline built around an outside retriever without embeddings of its own,
+        which then has the rules alone."""
+        if self._retriever is not None and self._embeddings is None:
+            return None
+        return AdviceGate(self.embeddings, catalog=catalog_for(self.settings))
+
     # --- one request ----------------------------------------------------------------------
 
-    def _check_question(self, question: str) -> str | None:
-        """Why the (normalized) question is refused, or None."""
-        return refusal_for(question, self.settings.max_question_chars)
+    def _check_question(self, question: str) -> Refusal | None:
+        """The rules' refusal of the (normalized) question, or None: cheap, no model."""
+        return rule_refusal(question, self.settings.max_question_chars)
+
+    def _check_advice(self, question: str) -> Refusal | None:
+        """The advice gate's refusal of the (normalized) question, or None: one embedding."""
+        gate = self.advice_gate
+        if gate is None:
+            return None
+        verdict = gate.check(question)
+        if not verdict.refused:
+            return None
+        return Refusal(ADVICE_REFUSAL, "similar_examples", verdict.detail())
 
     def refusal(self, question: str) -> str | None:
         """Why ``question`` would be refused before any search, or None when it would be
-        answered: what a request checks first, without running one."""
-        return self._check_question(normalize_question(question))
+        answered: what a request checks first (the rules, then the advice gate), without
+        running one. A generative expander may still refuse it during retrieval."""
+        normalized = normalize_question(question)
+        found = self._check_question(normalized) or self._check_advice(normalized)
+        return None if found is None else found.text
+
+    @staticmethod
+    def _refuse(handler: AnswerEventHandler, refusal: Refusal) -> None:
+        # Why, as a custom event: the log records it and a replay emits nothing for it.
+        handler.on_custom_event(REFUSAL_EVENT, refusal.log_data(), run_id=uuid.uuid4())
+        handler.finish("refused", text=refusal.text)
 
     async def _run(self, handler: AnswerEventHandler, inputs: dict[str, Any]) -> None:
         config: RunnableConfig = {"callbacks": [handler], "run_name": "reactome-answers"}
         limit = self.settings.request_timeout_s
         try:
             async with asyncio.timeout(limit) as deadline:
+                # Off the event loop: the first call embeds the examples (about a second).
+                refusal = await asyncio.to_thread(self._check_advice, inputs["question"])
+                if refusal is not None:
+                    self._refuse(handler, refusal)
+                    return
                 reply = await self.chain.ainvoke(inputs, config)
         except TimeoutError:
             if deadline.expired():
@@ -185,6 +223,11 @@ class AnswerPipeline:
             if handler.done is None:
                 handler.fail("cancelled", "the request was cancelled before it finished")
             raise
+        except PersonalAdviceError as error:
+            # The expander's verdict, raised inside the retrieval run before any search: no
+            # citation was sent and no answer token, so the answer is a plain refusal.
+            self._refuse(handler, Refusal(ADVICE_REFUSAL, "expander", error.detail))
+            return
         except ReactomeAnswersError as error:
             handler.fail(error.code, str(error))
             return
@@ -279,7 +322,7 @@ class AnswerPipeline:
         refusal = self._check_question(normalized)
         task: asyncio.Task[None] | None = None
         if refusal is not None:
-            handler.finish("refused", text=refusal)
+            self._refuse(handler, refusal)
         else:
             inputs = {
                 "question": normalized,

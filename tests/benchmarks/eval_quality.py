@@ -19,7 +19,8 @@ in eval_questions.yaml and advice_questions.yaml.
   bracket) and sentences that point back ("This", "There", "However", ...) without the
   sentence before them from the same source.
 - **Refusals**: the share of personal-advice questions refused and of must-answer questions
-  refused (advice_questions.yaml), and the labeled evaluation questions refused.
+  refused (development: the gate's own examples, leave-one-out; test: advice_questions.yaml),
+  and the labeled evaluation questions refused.
 - **Citations**, over every answer with the extractive provider and with a fake model that
   cites at random (out-of-range numbers included): out-of-range markers left in `done.text`,
   references the text does not cite, streams where a token precedes the last citation.
@@ -42,6 +43,7 @@ from langchain_core.documents import Document
 from langchain_core.language_models import FakeListChatModel
 
 from callbacks.events import CitationEvent, DoneEvent, Event, TokenEvent
+from pipelines.advice import leave_one_out
 from pipelines.citations import cited_numbers
 from pipelines.embeddings import MiniLMEmbeddings
 from pipelines.expander import expander_messages, parse_expansion
@@ -66,6 +68,7 @@ DEFAULT = "default"
 RETRIEVAL_ROWS = (*RANKINGS, DEFAULT)
 RETRIEVAL_METRICS = ["recall@3", "recall@5", "recall@10", "mrr", "wrong_collection"]
 # The issue's goals on the test split (default settings).
+REFUSAL_KEYS = ("advice_questions", "advice_refused", "answer_questions", "answer_refused")
 GOALS = {"mrr": 0.92, "recall@3": 0.95, "wrong_collection": 0.05, "relevant_in_references": 0.95}
 
 Scores = dict[str, float]
@@ -162,6 +165,8 @@ def evaluate_routing(pipeline: AnswerPipeline, questions: list[dict[str, Any]]) 
 # sentences at plain punctuation.
 _QUOTE_END_RE = re.compile(r"(?<=\][.!?])\s+|(?<=[.!?])\s+(?=[A-Z])")
 _MARKER_RE = re.compile(r"\s*\[\d+(?:\s*[,-]\s*\d+)*\]")
+
+
 def answer_quotes(text: str) -> list[tuple[str, int | None]]:
     """The quoted sentences of an answer, markers removed, each with its first marker's n."""
     quotes = []
@@ -301,33 +306,31 @@ def evaluate_answers(
 
 
 def evaluate_refusals(
-    refused: Callable[[str], bool], advice: list[dict[str, Any]], questions: list[dict[str, Any]]
+    refused: Callable[[str], bool],
+    embeddings: Any,
+    advice: list[dict[str, Any]],
+    questions: list[dict[str, Any]],
 ) -> dict[str, Any]:
-    """How the advice gate sorts the labeled advice and must-answer questions, by split, and
-    how many of the evaluation questions it refuses (goal: none)."""
-    splits: dict[str, Scores] = {}
-    misses: list[dict[str, str]] = []
-    for split in SPLITS:
-        mine = [q for q in advice if q["split"] == split]
-        asked = [q for q in mine if q["label"] == "advice"]
-        answer = [q for q in mine if q["label"] == "answer"]
-        verdicts = {q["id"]: refused(q["question"]) for q in mine}
-        splits[split] = {
+    """How the advice gate sorts the labeled advice and must-answer questions, and how many
+    of the evaluation questions it refuses (goal: none). The development half is the gate's
+    own examples (pipelines/advice_examples.yaml), each scored by a gate fitted on the
+    others; the test half (advice_questions.yaml) is asked as a request asks it."""
+    dev = leave_one_out(embeddings)
+    asked = [q for q in advice if q["label"] == "advice"]
+    answer = [q for q in advice if q["label"] == "answer"]
+    splits: dict[str, Scores] = {
+        "dev": {key: float(dev[key]) for key in REFUSAL_KEYS},
+        "test": {
             "advice_questions": float(len(asked)),
-            "advice_refused": mean([float(verdicts[q["id"]]) for q in asked]),
+            "advice_refused": mean([float(refused(q["question"])) for q in asked]),
             "answer_questions": float(len(answer)),
-            "answer_refused": float(sum(verdicts[q["id"]] for q in answer)),
-        }
-        if split == "dev":  # the test split's misses are not to be read
-            misses += [
-                {"id": q["id"], "label": q["label"], "question": q["question"]}
-                for q in mine
-                if verdicts[q["id"]] != (q["label"] == "advice")
-            ]
+            "answer_refused": float(sum(refused(q["question"]) for q in answer)),
+        },
+    }
     return {
         "splits": splits,
         "evaluation_questions_refused": sum(refused(q["question"]) for q in questions),
-        "dev_misses": misses,
+        "dev_missed": dev["missed"],
     }
 
 
@@ -392,7 +395,7 @@ def main(argv: list[str] | None = None) -> int:
     routing = evaluate_routing(pipeline, questions)
     print("refusals...", file=sys.stderr)
     refusals = evaluate_refusals(
-        lambda question: pipeline.refusal(question) is not None, advice, questions
+        lambda question: pipeline.refusal(question) is not None, embeddings, advice, questions
     )
     print("answers...", file=sys.stderr)
     answers = evaluate_answers(settings, embeddings, questions, show=args.show)
@@ -431,7 +434,7 @@ def main(argv: list[str] | None = None) -> int:
             [[split, *(answers["splits"][split][k] for k in keys)] for split in answers["splits"]],
         )
     )
-    keys = ["advice_questions", "advice_refused", "answer_questions", "answer_refused"]
+    keys = list(REFUSAL_KEYS)
     print(
         "\nRefusals (advice_questions.yaml): share of personal-advice questions refused "
         "(goal 0.9), must-answer questions refused (goal 0)"

@@ -1,0 +1,262 @@
+"""The personal-advice gate: refuse "should I / is it safe for me / for my ..." questions.
+
+The rules in :mod:`pipelines.questions` catch the plainest requests for advice on one's own
+care; most are worded too freely for rules ("ran out of levothyroxine, is it ok to go
+without"). This gate learns the difference from labeled examples shipped with the package
+(``advice_examples.yaml``): each example is embedded with the pipeline's own embedding model,
+a few lexical cues are appended (first person, a relative, a decision word, a dose or lab
+value, a mechanism or website word), and an L2-regularised logistic regression is fitted on
+them, once per process and embedding model. A question is refused when its score is above
+:data:`THRESHOLD`.
+
+Why a linear model rather than the nearest examples alone: the sentence embedding is mostly
+about the topic (warfarin, statins), and advice and mechanism questions share topics; a
+nearest-neighbour vote mixes them up, while a linear direction across all examples separates
+"asks for a decision about me" from "asks how it works" whatever the drug (docs/decisions/0013).
+
+Website questions (routed to the user guide alone or with others) are never refused by the
+gate: "Can I switch the diagram to show drugs?" is about the website, however it sounds.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import weakref
+from collections.abc import Sequence
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+import numpy as np
+import yaml
+from langchain_core.embeddings import Embeddings
+
+from pipelines.definitions import Catalog, catalog_for
+
+__all__ = [
+    "THRESHOLD",
+    "AdviceExample",
+    "AdviceGate",
+    "AdviceVerdict",
+    "leave_one_out",
+    "load_examples",
+]
+
+_Matrix = np.ndarray[Any, np.dtype[np.float64]]
+
+# Logit above which a question is refused. On the examples' leave-one-out scores every
+# threshold between the highest must-answer score (about -1.3) and the second-lowest advice
+# score (about 1.4) separates them equally well; a must-answer question refused costs more
+# than an advice question answered (whose answer is still only about pathways), so the
+# threshold sits towards the advice side of that gap.
+THRESHOLD = 1.0
+# Weight of the lexical cues next to the 384 embedding dimensions, and the L2 penalty; chosen
+# by leave-one-out on the examples (0.3 and 0.03 gave the widest gap between the classes).
+_CUE_WEIGHT = 0.3
+_L2 = 0.03
+_NEWTON_STEPS = 12
+_NEAREST = 3
+
+# Cues the embedding under-weights. Each is a yes/no feature; the classifier learns its sign.
+_CUES = tuple(
+    re.compile(pattern, re.IGNORECASE)
+    for pattern in (
+        # first person
+        r"\b(?:i|i'm|im|i've|ive|i'd|me|my|mine|myself)\b",
+        # someone the asker cares for
+        r"\b(?:son|daughter|child|kid|baby|babies|toddler|newborn|teenager|mum|mom|dad|father|"
+        r"mother|wife|husband|partner|grandad|grandma|grandpa|granny|nan)\b"
+        r"|\b\d+\s*(?:month|year|week)s?\s+old\b",
+        # a decision about oneself
+        r"\bshould\s+i\b|\b(?:is|it'?s|would|be)\s+(?:it\s+)?(?:ok|okay|safe|fine|bad|dangerous|"
+        r"serious|normal|worth|sensible|a\s+good\s+idea|too\s+much|enough)\b"
+        r"|\b(?:for|suit)\s+me\b|\b(?:safe|ok|okay)\s+to\b",
+        # a dose or a lab value
+        r"\b\d+(?:[.,]\d+)?\s*(?:mg|mcg|µg|g|iu|units?|%|puffs?|tablets?|pills?|kg|mmol)\b",
+        # an impersonal how/why/what question
+        r"^\s*(?:how|why|what|which|where|whats|what's)\b(?!.*\b(?:i|me|my)\b)",
+        # mechanism and website words
+        r"\b(?:reactome|pathways?|browser|analysis|api|download|upload|identifiers?|diagrams?|"
+        r"database|cypher|mechanism|inhibits?|receptors?|enzymes?|signall?ing|mutations?|"
+        r"reactions?)\b",
+    )
+)
+
+
+@dataclass(frozen=True)
+class AdviceExample:
+    id: str
+    question: str
+    label: str  # "advice" or "answer"
+    kind: str
+
+
+@dataclass(frozen=True)
+class AdviceVerdict:
+    """The gate's reading of one question: refused or not, and why (for the event log)."""
+
+    refused: bool
+    score: float
+    nearest: list[dict[str, Any]]  # the closest examples: id, label, similarity
+
+    def detail(self) -> dict[str, Any]:
+        return {"score": round(self.score, 3), "threshold": THRESHOLD, "nearest": self.nearest}
+
+
+def load_examples() -> list[AdviceExample]:
+    """The labeled examples shipped with the package (``pipelines/advice_examples.yaml``)."""
+    text = resources.files("pipelines").joinpath("advice_examples.yaml").read_text("utf-8")
+    return [
+        AdviceExample(str(e["id"]), str(e["question"]), str(e["label"]), str(e.get("kind", "")))
+        for e in yaml.safe_load(text)
+    ]
+
+
+def _cues(question: str) -> _Matrix:
+    return np.array([1.0 if cue.search(question) else 0.0 for cue in _CUES]) * _CUE_WEIGHT
+
+
+def _features(vectors: _Matrix, questions: Sequence[str]) -> _Matrix:
+    cues = np.array([_cues(question) for question in questions]).reshape(len(questions), -1)
+    return np.hstack([vectors, cues, np.ones((len(questions), 1))])
+
+
+def _fit(features: _Matrix, labels: _Matrix) -> _Matrix:
+    """L2-regularised logistic regression by Newton's method: deterministic, no dependency,
+    a few tens of milliseconds on a few hundred examples. The classes are weighted equally
+    whatever their sizes; the intercept (last column) is not penalised."""
+    share = float(labels.mean())
+    weights = np.where(labels == 1, 0.5 / share, 0.5 / (1 - share))
+    penalty = _L2 * np.eye(features.shape[1])
+    penalty[-1, -1] = 0.0
+    w = np.zeros(features.shape[1])
+    for _ in range(_NEWTON_STEPS):
+        p = 1.0 / (1.0 + np.exp(-(features @ w)))
+        gradient = features.T @ (weights * (p - labels)) + penalty @ w
+        hessian = (features * (weights * p * (1 - p))[:, None]).T @ features + penalty
+        w = w - np.linalg.solve(hessian, gradient)
+    return w
+
+
+def _embed(embeddings: Embeddings, texts: Sequence[str]) -> _Matrix:
+    vectors = np.asarray(embeddings.embed_documents(list(texts)), dtype=np.float64)
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    unit: _Matrix = vectors / np.maximum(norms, 1e-12)
+    return unit  # cosine similarity whatever the model returns
+
+
+@dataclass(frozen=True)
+class _Model:
+    examples: list[AdviceExample]
+    vectors: _Matrix
+    weights: _Matrix
+
+
+# One fitted model per embedding model in the process: the examples are embedded and the
+# classifier fitted once, on first use, however many pipelines share the embeddings.
+_MODELS: weakref.WeakKeyDictionary[Embeddings, _Model] = weakref.WeakKeyDictionary()
+_MODELS_LOCK = threading.Lock()
+
+
+def _labels(examples: Sequence[AdviceExample]) -> _Matrix:
+    return np.array([1.0 if e.label == "advice" else 0.0 for e in examples])
+
+
+class AdviceGate:
+    """Scores questions against the examples with ``embeddings`` (shared, thread-safe)."""
+
+    def __init__(
+        self,
+        embeddings: Embeddings,
+        *,
+        catalog: Catalog | None = None,
+        examples: Sequence[AdviceExample] | None = None,
+    ) -> None:
+        """``examples``: instead of the shipped ones (fitted per gate, not cached)."""
+        self.embeddings = embeddings
+        self.catalog = catalog or catalog_for()
+        self._examples = list(examples) if examples is not None else None
+        self._own: _Model | None = None
+
+    def _model(self) -> _Model:
+        if self._examples is not None:
+            if self._own is None:
+                self._own = self._fit_model(self._examples)
+            return self._own
+        with _MODELS_LOCK:  # a second request waits for the first fit rather than redo it
+            model = _MODELS.get(self.embeddings)
+            if model is None:
+                model = _MODELS[self.embeddings] = self._fit_model(load_examples())
+            return model
+
+    def _fit_model(self, examples: Sequence[AdviceExample]) -> _Model:
+        questions = [e.question for e in examples]
+        vectors = _embed(self.embeddings, questions)
+        return _Model(
+            list(examples), vectors, _fit(_features(vectors, questions), _labels(examples))
+        )
+
+    def warm_up(self) -> None:
+        """Embed the examples and fit now rather than on the first question."""
+        self._model()
+
+    def check(self, question: str) -> AdviceVerdict:
+        """The verdict on ``question`` (one embedding of it: the embedding model may have it
+        cached already, see :class:`pipelines.embeddings.MiniLMEmbeddings`)."""
+        model = self._model()
+        text = question.strip()
+        # The same text the rule expander searches with, so the retriever's embedding of the
+        # standalone question is the one computed here.
+        vector = np.asarray(self.embeddings.embed_query(text), dtype=np.float64)
+        vector = vector / max(float(np.linalg.norm(vector)), 1e-12)
+        score = float(_features(vector[None, :], [text])[0] @ model.weights)
+        similarities = model.vectors @ vector
+        nearest = [
+            {
+                "id": model.examples[i].id,
+                "label": model.examples[i].label,
+                "similarity": round(float(similarities[i]), 3),
+            }
+            for i in np.argsort(-similarities)[:_NEAREST]
+        ]
+        website = "userguide" in self.catalog and "userguide" in self.catalog.route(text)
+        return AdviceVerdict(score > THRESHOLD and not website, score, nearest)
+
+
+def leave_one_out(
+    embeddings: Embeddings,
+    examples: Sequence[AdviceExample] | None = None,
+    catalog: Catalog | None = None,
+) -> dict[str, Any]:
+    """Dev figures: each example scored by a classifier fitted on all the others.
+
+    Returns ``advice_questions``, ``advice_refused`` (share), ``answer_questions``,
+    ``answer_refused`` (count) and ``missed`` (ids on each side that the gate gets wrong),
+    the same shape eval_quality reports per split, plus the per-example ``scores``."""
+    examples = list(examples) if examples is not None else load_examples()
+    catalog = catalog or catalog_for()
+    questions = [e.question for e in examples]
+    features = _features(_embed(embeddings, questions), questions)
+    labels = _labels(examples)
+    scores: dict[str, float] = {}
+    refused: dict[str, bool] = {}
+    for i, example in enumerate(examples):
+        others = np.arange(len(examples)) != i
+        score = float(features[i] @ _fit(features[others], labels[others]))
+        website = "userguide" in catalog and "userguide" in catalog.route(example.question)
+        scores[example.id] = round(score, 3)
+        refused[example.id] = score > THRESHOLD and not website
+    advice = [e for e in examples if e.label == "advice"]
+    answer = [e for e in examples if e.label != "advice"]
+    return {
+        "advice_questions": len(advice),
+        "advice_refused": sum(refused[e.id] for e in advice) / max(len(advice), 1),
+        "answer_questions": len(answer),
+        "answer_refused": sum(refused[e.id] for e in answer),
+        "missed": {
+            "advice_answered": [e.id for e in advice if not refused[e.id]],
+            "answer_refused": [e.id for e in answer if refused[e.id]],
+        },
+        "scores": scores,
+    }

@@ -1,0 +1,208 @@
+"""The personal-advice gate as a user meets it: advice on one's own care is refused with a
+pointer to a doctor or pharmacist before anything is searched, questions about how a drug or
+disease works are answered, and the event log says why a question was refused."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from langchain_core.embeddings import Embeddings
+from langchain_core.language_models import FakeListChatModel
+
+from callbacks.events import CitationEvent, DoneEvent, TokenEvent
+from callbacks.log import read_log
+from pipelines.advice import load_examples
+from pipelines.expander import parse_expansion
+from pipelines.pipeline import AnswerPipeline
+from pipelines.pipeline._answer import REFUSAL_EVENT
+from pipelines.settings import load_settings
+from tests.support.fake_pipeline import ABCA1, FakeRetriever
+from tests.support.invariants import check_stream
+from tests.test_questions import MUST_ANSWER, PERSONAL_CARE
+
+# Written for this test: none is among the gate's examples (checked below).
+PARAPHRASED_ADVICE = [
+    "I've had a rash since starting lamotrigine last week, should I keep taking it?",
+    "my blood sugar was 14 this morning, do I need to go to hospital",
+    "is it ok for me to have a glass of wine while on amitriptyline",
+    "my daughter is 3 and has a fever of 39, how much ibuprofen can she have",
+    "I'm on lithium, is naproxen alright for my knee pain",
+    "been coughing for three weeks now, could it be something serious",
+]
+# The same drugs and conditions, asked about how they work.
+NEARBY_MECHANISMS = [
+    "how does lamotrigine block sodium channels",
+    "why does high blood sugar damage blood vessels",
+    "how does alcohol change the effect of amitriptyline in the brain",
+    "how does ibuprofen reduce fever",
+    "why do NSAIDs raise lithium levels",
+    "what happens in the lungs during a chronic cough",
+]
+
+
+@pytest.fixture
+def gated(minilm: Embeddings) -> tuple[AnswerPipeline, FakeRetriever]:
+    """A pipeline with the real embeddings (so the gate is on) and a fake retriever."""
+    retriever = FakeRetriever(documents=[ABCA1])
+    pipeline = AnswerPipeline(
+        load_settings(),
+        embeddings=minilm,
+        retriever=retriever,
+        answer_model=FakeListChatModel(responses=["ABCA1 exports cholesterol [1]."]),
+        expander_model=FakeListChatModel(responses=["unused"]),
+    )
+    return pipeline, retriever
+
+
+def refusal_records(home: Path) -> list[dict[str, object]]:
+    (path,) = sorted((home / "logs").glob("*.jsonl"))
+    return [
+        record["data"]
+        for record in read_log(path).callbacks
+        if record["hook"] == "custom_event" and record["name"] == REFUSAL_EVENT
+    ]
+
+
+def test_the_paraphrases_are_not_among_the_examples() -> None:
+    known = {example.question.lower() for example in load_examples()}
+    assert not known & {q.lower() for q in PARAPHRASED_ADVICE + NEARBY_MECHANISMS}
+
+
+@pytest.mark.parametrize("question", PARAPHRASED_ADVICE)
+def test_paraphrased_personal_advice_is_refused_with_a_pointer_to_a_doctor(
+    gated: tuple[AnswerPipeline, FakeRetriever], question: str
+) -> None:
+    pipeline, retriever = gated
+    events = list(pipeline.stream(question))
+    done = check_stream(events)
+    assert done.data.state == "refused"
+    assert "doctor or pharmacist" in done.data.text
+    assert not [e for e in events if isinstance(e, CitationEvent | TokenEvent)]
+    assert retriever.calls == 0  # refused before any search
+
+
+@pytest.mark.parametrize("question", NEARBY_MECHANISMS + MUST_ANSWER)
+def test_how_a_drug_or_disease_works_is_answered(
+    gated: tuple[AnswerPipeline, FakeRetriever], question: str
+) -> None:
+    pipeline, _ = gated
+    assert pipeline.refusal(question) is None
+    done = check_stream(list(pipeline.stream(question)))
+    assert done.data.state == "answered"
+
+
+@pytest.mark.parametrize("question", PERSONAL_CARE)
+def test_the_public_refusal_check_includes_rules_and_gate(
+    gated: tuple[AnswerPipeline, FakeRetriever], question: str
+) -> None:
+    pipeline, _ = gated
+    assert "doctor" in (pipeline.refusal(question) or "")
+
+
+def test_the_log_says_the_gate_refused_and_which_examples_were_nearest(
+    gated: tuple[AnswerPipeline, FakeRetriever], isolated_home: Path
+) -> None:
+    pipeline, _ = gated
+    list(pipeline.stream(PARAPHRASED_ADVICE[2]))
+    (why,) = refusal_records(isolated_home)
+    assert why["reason"] == "similar_examples"
+    detail = why["detail"]
+    assert isinstance(detail, dict)
+    assert detail["score"] > detail["threshold"]
+    ids = {example.id for example in load_examples()}
+    assert detail["nearest"]
+    assert all(near["id"] in ids for near in detail["nearest"])
+
+
+def test_the_log_names_the_rule_that_refused(
+    gated: tuple[AnswerPipeline, FakeRetriever], isolated_home: Path
+) -> None:
+    pipeline, _ = gated
+    list(pipeline.stream("Can I double my dose of warfarin?"))
+    (why,) = refusal_records(isolated_home)
+    assert why["reason"] == "rule"
+    assert why["detail"] == {"rule": "personal_care", "matched": "Can I double my dose"}
+
+
+def test_an_answered_question_logs_no_refusal(
+    gated: tuple[AnswerPipeline, FakeRetriever], isolated_home: Path
+) -> None:
+    pipeline, _ = gated
+    list(pipeline.stream(NEARBY_MECHANISMS[0]))
+    assert refusal_records(isolated_home) == []
+
+
+def test_without_embeddings_of_its_own_a_pipeline_has_the_rules_alone() -> None:
+    pipeline = AnswerPipeline(load_settings(), retriever=FakeRetriever(documents=[ABCA1]))
+    assert pipeline.advice_gate is None
+    assert pipeline.refusal(PARAPHRASED_ADVICE[1]) is None
+    assert pipeline.refusal(PERSONAL_CARE[0]) is not None
+
+
+# --- a generative expander's verdict ---------------------------------------------------------
+
+
+def expander_reply(personal_advice: bool) -> str:
+    return json.dumps(
+        {
+            "question": "What does ABCA1 do?",
+            "queries": ["ABCA1 cholesterol efflux"],
+            "collections": ["reactome"],
+            "personal_advice": personal_advice,
+        }
+    )
+
+
+@pytest.mark.parametrize(
+    ("said", "flag"),
+    [('"personal_advice": true', True), ('"personal_advice": "true"', True),
+     ('"personal_advice": false', False), ('"personal_advice": "maybe"', False), ("", False)],
+)  # fmt: skip
+def test_the_expansion_carries_the_models_flag(said: str, flag: bool) -> None:
+    text = '{"question": "q", "collections": ["reactome"]' + (", " + said if said else "") + "}"
+    assert parse_expansion(text, "q").personal_advice is flag
+
+
+def real_pipeline(home: Path, minilm: Embeddings, personal_advice: bool) -> AnswerPipeline:
+    return AnswerPipeline(
+        load_settings(home=home),
+        embeddings=minilm,
+        answer_model=FakeListChatModel(responses=["ABCA1 exports cholesterol [1]."]),
+        expander_model=FakeListChatModel(responses=[expander_reply(personal_advice)]),
+    )
+
+
+def test_an_expander_that_says_personal_advice_ends_the_stream_refused(
+    sample_home: Path, minilm: Embeddings
+) -> None:
+    # The offline gate lets this wording through; the model's verdict alone refuses it.
+    question = "What does ABCA1 do?"
+    pipeline = real_pipeline(sample_home, minilm, personal_advice=True)
+    assert pipeline.refusal(question) is None
+    events = list(pipeline.stream(question, request_id="expander-refuses"))
+    done = check_stream(events)
+    assert isinstance(events[-1], DoneEvent)
+    assert done.data.state == "refused"
+    assert "doctor or pharmacist" in done.data.text
+    assert done.data.references == []
+    assert not [e for e in events if isinstance(e, CitationEvent | TokenEvent)]
+    (path,) = sorted((sample_home / "logs").glob("*-expander-refuses.jsonl"))
+    (why,) = [
+        r["data"]
+        for r in read_log(path).callbacks
+        if r["hook"] == "custom_event" and r["name"] == REFUSAL_EVENT
+    ]
+    assert why["reason"] == "expander"
+    assert why["detail"]["personal_advice"] is True
+
+
+def test_an_expander_that_does_not_say_so_lets_it_be_answered(
+    sample_home: Path, minilm: Embeddings
+) -> None:
+    pipeline = real_pipeline(sample_home, minilm, personal_advice=False)
+    events = list(pipeline.stream("What does ABCA1 do?"))
+    done = check_stream(events)
+    assert done.data.state == "answered"
+    assert any(isinstance(e, CitationEvent) for e in events)
