@@ -139,11 +139,21 @@ def _fit(features: _Matrix, labels: _Matrix) -> _Matrix:
     return w
 
 
+def _unit(vectors: Any) -> _Matrix:
+    """Rows scaled to length 1: cosine similarity whatever the model returns."""
+    matrix = np.atleast_2d(np.asarray(vectors, dtype=np.float64))
+    unit: _Matrix = matrix / np.maximum(np.linalg.norm(matrix, axis=1, keepdims=True), 1e-12)
+    return unit
+
+
 def _embed(embeddings: Embeddings, texts: Sequence[str]) -> _Matrix:
-    vectors = np.asarray(embeddings.embed_documents(list(texts)), dtype=np.float64)
-    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-    unit: _Matrix = vectors / np.maximum(norms, 1e-12)
-    return unit  # cosine similarity whatever the model returns
+    return _unit(embeddings.embed_documents(list(texts)))
+
+
+def _refused(score: float, question: str, catalog: Catalog) -> bool:
+    """The gate's decision: above the threshold, unless the question is about the website."""
+    website = "userguide" in catalog and "userguide" in catalog.route(question)
+    return score > THRESHOLD and not website
 
 
 @dataclass(frozen=True)
@@ -208,8 +218,7 @@ class AdviceGate:
         text = question.strip()
         # The same text the rule expander searches with, so the retriever's embedding of the
         # standalone question is the one computed here.
-        vector = np.asarray(self.embeddings.embed_query(text), dtype=np.float64)
-        vector = vector / max(float(np.linalg.norm(vector)), 1e-12)
+        vector = _unit(self.embeddings.embed_query(text))[0]
         score = float(_features(vector[None, :], [text])[0] @ model.weights)
         similarities = model.vectors @ vector
         nearest = [
@@ -220,8 +229,7 @@ class AdviceGate:
             }
             for i in np.argsort(-similarities)[:_NEAREST]
         ]
-        website = "userguide" in self.catalog and "userguide" in self.catalog.route(text)
-        return AdviceVerdict(score > THRESHOLD and not website, score, nearest)
+        return AdviceVerdict(_refused(score, text, self.catalog), score, nearest)
 
 
 def leave_one_out(
@@ -244,9 +252,8 @@ def leave_one_out(
     for i, example in enumerate(examples):
         others = np.arange(len(examples)) != i
         score = float(features[i] @ _fit(features[others], labels[others]))
-        website = "userguide" in catalog and "userguide" in catalog.route(example.question)
         scores[example.id] = round(score, 3)
-        refused[example.id] = score > THRESHOLD and not website
+        refused[example.id] = _refused(score, example.question, catalog)
     advice = [e for e in examples if e.label == "advice"]
     answer = [e for e in examples if e.label != "advice"]
     return {
