@@ -52,8 +52,14 @@ class KeywordIndex:
     def search_many(self, queries: Sequence[str], k: int) -> list[list[tuple[str, float]]]:
         """:meth:`search` for several queries in one call (one tokenizer and one scoring pass,
         with no thread pool: the pool's start-up cost more than the search itself)."""
-        results: list[list[tuple[str, float]]] = [[] for _ in queries]
-        tokens = keyword_tokens(queries)
+        return self.search_tokens(keyword_tokens(queries), k)
+
+    def search_tokens(
+        self, tokens: Sequence[Sequence[str]], k: int
+    ) -> list[list[tuple[str, float]]]:
+        """:meth:`search_many` for queries already tokenized by :func:`keyword_tokens`, so a
+        search over several collections tokenizes its queries once."""
+        results: list[list[tuple[str, float]]] = [[] for _ in tokens]
         asked = [index for index, query_tokens in enumerate(tokens) if query_tokens]
         if not asked or not self.chunk_ids:
             return results

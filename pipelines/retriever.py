@@ -319,11 +319,11 @@ class ReactomeRetriever(BaseRetriever):
         fused: dict[tuple[str, str], float] = {}
         evidence: dict[tuple[str, str], float] = {}
         versions = {name: self._live_version(name) for name in collections}
-        rerank = self.ranking == "hybrid_rerank"
-        # Tokenized once for every collection's rare words (it costs more than their lookup).
-        question_tokens = keyword_tokens([expansion.question])[0] if rerank else []
+        # Tokenized once for every collection's BM25 search and rare words (tokenizing costs
+        # more than looking the words up).
+        query_tokens = keyword_tokens(expansion.queries) if self.ranking != "dense" else []
         for name in collections:
-            lists, keyword = self._ranked_ids(versions[name], expansion, vectors, question_tokens)
+            lists, keyword = self._ranked_ids(versions[name], query_tokens, vectors)
             for ranked in lists:
                 for rank, chunk_id in enumerate(ranked, start=1):
                     fused[(name, chunk_id)] = fused.get((name, chunk_id), 0.0) + 1.0 / (
@@ -369,6 +369,7 @@ class ReactomeRetriever(BaseRetriever):
             )
             groups.setdefault(entity, []).append(candidate)
 
+        rerank = self.ranking == "hybrid_rerank"
         entries: list[tuple[float, float, list[_Candidate]]] = []  # score, similarity, chunks
         for group in groups.values():
             similarity = max(c.similarity for c in group)
@@ -434,12 +435,12 @@ class ReactomeRetriever(BaseRetriever):
     def _ranked_ids(
         self,
         version: store.StoredVersion,
-        expansion: Expansion,
+        query_tokens: Sequence[Sequence[str]],
         vectors: np.ndarray[Any, np.dtype[np.float32]],
-        question_tokens: Sequence[str],
     ) -> tuple[list[list[str]], dict[str, float]]:
         """One collection's ranked chunk ids: a dense list per query, then a BM25 list per
-        query, as the ranking asks; and, for hybrid_rerank, each chunk's keyword evidence."""
+        query (``query_tokens``, the standalone question's first), as the ranking asks; and,
+        for hybrid_rerank, each chunk's keyword evidence."""
         lists: list[list[str]] = []
         evidence: dict[str, float] = {}
         if self.ranking != "bm25":
@@ -450,10 +451,10 @@ class ReactomeRetriever(BaseRetriever):
         if self.ranking != "dense":
             index = self._keyword_index(version.name)
             if index is not None:
-                keyword_lists = index.search_many(expansion.queries, self.fetch_k)
+                keyword_lists = index.search_tokens(query_tokens, self.fetch_k)
                 lists += [[chunk_id for chunk_id, _ in ranked] for ranked in keyword_lists]
                 if self.ranking == "hybrid_rerank":
-                    evidence = self._keyword_evidence(index, question_tokens, keyword_lists)
+                    evidence = self._keyword_evidence(index, query_tokens[0], keyword_lists)
         return lists, evidence
 
     def _keyword_evidence(
