@@ -21,6 +21,7 @@ from pipelines._chat import ComposedChatModel
 from pipelines.definitions import Catalog, catalog_for, catalog_from_path
 
 __all__ = [
+    "STOPWORDS",
     "Expansion",
     "RuleExpanderModel",
     "expander_messages",
@@ -42,7 +43,9 @@ You prepare searches over Reactome. Given a question (and maybe earlier turns of
 Reply with JSON only: {{"question": "...", "queries": ["..."], "collections": ["..."], \
 "personal_advice": false}}"""
 
-_STOPWORDS = frozenset(
+# Words that carry nothing a search or a quote could match on (the extractive model weighs
+# a question's other words with them too).
+STOPWORDS = frozenset(
     """a about above after again all am an and any are as at be because been before being
     below between both but by can could did do does doing down during each few for from
     further had has have having he her here hers him his how i if in into is it its itself
@@ -84,7 +87,7 @@ def route(question: str, catalog: Catalog | None = None) -> list[str]:
 
 
 def _content_words(text: str) -> list[str]:
-    return [w for w in _WORD_RE.findall(text) if w.lower() not in _STOPWORDS and len(w) > 1]
+    return [w for w in _WORD_RE.findall(text) if w.lower() not in STOPWORDS and len(w) > 1]
 
 
 def _standalone(question: str, history: Sequence[tuple[str, str]]) -> str:

@@ -25,7 +25,7 @@ from langchain_core.messages import BaseMessage
 from pydantic import ConfigDict
 
 from pipelines._chat import ComposedChatModel
-from pipelines.expander import rule_expansion
+from pipelines.expander import STOPWORDS, rule_expansion
 from pipelines.prompts import read_answer_prompt
 from pipelines.sentences import is_fragment, points_back, split_sentences
 
@@ -34,13 +34,6 @@ __all__ = ["NOTHING_RELEVANT", "ExtractiveChatModel", "split_sentences"]
 NOTHING_RELEVANT = "The retrieved material does not answer this question."
 
 _WORD_RE = re.compile(r"[a-z0-9]+")
-_STOPWORDS = frozenset(
-    """a about after all also an and any are as at be been by can could did do does doing for
-    from had has have how i in into is it its me my of on or other our over role should so
-    some such than that the their them then there these they this those to under up was we
-    were what when where which while who whom why will with would you your explain tell
-    describe happen happens""".split()  # noqa: SIM905 - a word list reads better as text
-)
 # A sentence quoted with its antecedents: at most this many sentences in all.
 _MAX_UNIT = 3
 
@@ -116,7 +109,7 @@ class ExtractiveChatModel(ComposedChatModel):
     def _word_scores(self, question: str, texts: Sequence[str]) -> list[float]:
         """The share of the question's words each text holds, rarer words (among these
         texts) weighing more."""
-        wanted = {w for w in _WORD_RE.findall(question.lower()) if w not in _STOPWORDS}
+        wanted = {w for w in _WORD_RE.findall(question.lower()) if w not in STOPWORDS}
         held = [set(_WORD_RE.findall(text.lower())) for text in texts]
         weights = {
             word: math.log(1 + len(held) / (1 + sum(word in words for words in held)))
@@ -159,9 +152,10 @@ class ExtractiveChatModel(ComposedChatModel):
             new = [p for p in unit.positions if p not in mine]
             # A source's overlapping chunks can hold the same sentence twice: quote it once.
             keys = {_key(sentences[unit.block][p]) for p in new}
-            if not new or keys & quoted or len(mine) + len(new) > self.max_per_block + 1:
-                continue
-            if len(mine) >= self.max_per_block:
+            # A source gives at most max_per_block units, one more sentence if an antecedent
+            # comes along.
+            full = len(mine) >= self.max_per_block or len(mine) + len(new) > self.max_per_block + 1
+            if not new or keys & quoted or full:
                 continue
             chosen.setdefault(unit.block, set()).update(new)
             best.setdefault(unit.block, score)
