@@ -27,7 +27,7 @@ from pydantic import ConfigDict
 from pipelines._chat import ComposedChatModel
 from pipelines.expander import STOPWORDS, rule_expansion
 from pipelines.prompts import read_answer_prompt
-from pipelines.sentences import is_fragment, points_back, split_sentences
+from pipelines.sentences import is_fragment, points_back, split_paragraphs, split_sentences
 
 __all__ = ["NOTHING_RELEVANT", "ExtractiveChatModel", "split_sentences"]
 
@@ -66,19 +66,25 @@ class _Unit:
     text: str
 
 
-def _units(block: int, sentences: Sequence[str]) -> list[_Unit]:
+def _units(block: int, paragraphs: Sequence[Sequence[str]]) -> list[_Unit]:
+    """The quotable units of one block, numbered by position in the block's sentences. An
+    antecedent is looked for within the sentence's own paragraph only: across a paragraph
+    break (two chunks of a source are joined by one) the sentence before may be unrelated."""
     units = []
-    for position, sentence in enumerate(sentences):
-        if not _answerlike(sentence) or is_fragment(sentence):
-            continue
-        start = position
-        # Walk back to a sentence that stands alone; if none is near, the sentence is unused.
-        while start >= 0 and points_back(sentences[start]) and position - start < _MAX_UNIT:
-            start -= 1
-        if start < 0 or points_back(sentences[start]) or is_fragment(sentences[start]):
-            continue
-        positions = tuple(range(start, position + 1))
-        units.append(_Unit(block, positions, " ".join(sentences[p] for p in positions)))
+    offset = 0
+    for sentences in paragraphs:
+        for position, sentence in enumerate(sentences):
+            if not _answerlike(sentence) or is_fragment(sentence):
+                continue
+            start = position
+            # Walk back to a sentence that stands alone; if none is near, it is unused.
+            while start >= 0 and points_back(sentences[start]) and position - start < _MAX_UNIT:
+                start -= 1
+            if start < 0 or points_back(sentences[start]) or is_fragment(sentences[start]):
+                continue
+            text = " ".join(sentences[start : position + 1])
+            units.append(_Unit(block, tuple(range(offset + start, offset + position + 1)), text))
+        offset += len(sentences)
     return units
 
 
@@ -130,8 +136,9 @@ class ExtractiveChatModel(ComposedChatModel):
         question, blocks, history = read_answer_prompt(messages)
         # A follow-up ("what does it do?") is scored as its standalone form.
         question = rule_expansion(question, history).question
-        sentences = [split_sentences(block.text) for block in blocks]
-        units = [unit for index, found in enumerate(sentences) for unit in _units(index, found)]
+        paragraphs = [split_paragraphs(block.text) for block in blocks]
+        sentences = [[s for paragraph in found for s in paragraph] for found in paragraphs]
+        units = [unit for index, found in enumerate(paragraphs) for unit in _units(index, found)]
         if not units:
             return NOTHING_RELEVANT
         scores = [

@@ -18,7 +18,13 @@ from functools import lru_cache
 
 import sentencex
 
-__all__ = ["is_fragment", "points_back", "split_sentences", "strip_literature"]
+__all__ = [
+    "is_fragment",
+    "points_back",
+    "split_paragraphs",
+    "split_sentences",
+    "strip_literature",
+]
 
 # A parenthetical is a literature citation when it holds "et al" or a name followed by a year:
 # "(Kuo et al. 2010)", "(reviewed in Corless et al, 2011)", "(Smith and Jones 2001; Li 2003)".
@@ -31,6 +37,7 @@ _CITATION_RE = re.compile(r"[ \t]*" + _CITATION_BODY)
 _CITATION_AFTER_STOP_RE = re.compile(r"(?<=[.!?])[ \t]*" + _CITATION_BODY + r"\.?")
 _BULLET_RE = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+", re.MULTILINE)
 _PARAGRAPH_RE = re.compile(r"\n\s*\n|\n(?=\s*(?:[-*+]|\d+[.)])\s)")
+_WORDLIKE_RE = re.compile(r"[^\W_]")
 _TAG_RE = re.compile(r"</?(?:p|br|li|ul|ol)\s*/?>", re.IGNORECASE)
 
 # Openings that make a sentence depend on the one before it: a pronoun or demonstrative
@@ -62,15 +69,22 @@ def _segment(paragraph: str) -> tuple[str, ...]:
     )
 
 
-def split_sentences(text: str) -> list[str]:
-    """Sentences of prose, literature citations removed; list items count as sentences,
-    their bullets removed."""
-    sentences: list[str] = []
+def split_paragraphs(text: str) -> list[list[str]]:
+    """Each paragraph's sentences, literature citations removed; a list item is a paragraph
+    of its own, its bullet removed. A piece with no letter or digit (a full stop left alone
+    where a chunk was cut) is no sentence."""
+    paragraphs: list[list[str]] = []
     for paragraph in _PARAGRAPH_RE.split(_TAG_RE.sub("\n\n", text)):
         flat = " ".join(_BULLET_RE.sub("", paragraph).split())
-        if flat:
-            sentences.extend(_segment(strip_literature(flat)))
-    return sentences
+        sentences = [s for s in _segment(strip_literature(flat)) if _WORDLIKE_RE.search(s)]
+        if sentences:
+            paragraphs.append(sentences)
+    return paragraphs
+
+
+def split_sentences(text: str) -> list[str]:
+    """The sentences of :func:`split_paragraphs`, one list."""
+    return [sentence for paragraph in split_paragraphs(text) for sentence in paragraph]
 
 
 def is_fragment(sentence: str) -> bool:

@@ -218,3 +218,22 @@ def test_pieces_cut_from_the_middle_of_a_sentence_are_never_quoted(minilm: Embed
     assert text.startswith("Once insulin binds")
     assert "Shc)" not in text
     assert "bound insulin," not in text
+
+
+def test_an_antecedent_is_never_taken_from_another_paragraph(minilm: Embeddings) -> None:
+    # Two chunks of one source reach the model joined by a blank line: the sentence before a
+    # paragraph's first sentence is from elsewhere in the source, not what it points back to.
+    text = reply_for(
+        "How does aspirin make PTGS2 act as a lipoxygenase?",
+        [
+            "Selective PTGS2 inhibitors spare the stomach lining of many patients.\n\n"
+            "Finally, PTGS2 acetylated by aspirin no longer makes prostaglandins and acts as a "
+            "15-lipoxygenase instead.\n\n"
+            "Aspirin acetylates a serine in the active site of PTGS2, which turns the enzyme "
+            "into a lipoxygenase that makes 15R-HETE."
+        ],
+        minilm,
+    )
+    assert "Finally," not in text
+    assert "spare the stomach" not in text
+    assert "Aspirin acetylates a serine" in text

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from pipelines.sentences import is_fragment, points_back, split_sentences, strip_literature
+from pipelines.sentences import (
+    is_fragment,
+    points_back,
+    split_paragraphs,
+    split_sentences,
+    strip_literature,
+)
 
 
 @pytest.mark.parametrize(
@@ -80,3 +86,15 @@ def test_sentences_starting_with_a_gene_name_are_whole(sentence: str) -> None:
 )
 def test_sentences_that_lean_on_the_one_before(sentence: str, leans: bool) -> None:
     assert points_back(sentence) is leans
+
+
+def test_a_full_stop_left_alone_where_a_chunk_was_cut_is_no_sentence() -> None:
+    text = "Celecoxib inhibits PTGS2 with fewer side effects\n\n. Celecoxib inhibits PTGS2."
+    assert split_sentences(text) == [
+        "Celecoxib inhibits PTGS2 with fewer side effects",
+        "Celecoxib inhibits PTGS2.",
+    ]
+    assert split_paragraphs(text) == [
+        ["Celecoxib inhibits PTGS2 with fewer side effects"],
+        ["Celecoxib inhibits PTGS2."],
+    ]

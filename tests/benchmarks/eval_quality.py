@@ -14,9 +14,9 @@ in eval_questions.yaml and advice_questions.yaml.
 - **End to end**: is a relevant id among `done.references` (what the user sees), with the
   extractive provider and the default retriever (user-guide questions with url citations on,
   since without them a user-guide answer cites nothing by design).
-- **Answer sentences**, over every extractive answer: fragments (unbalanced brackets or
-  parentheses, a sentence ending in "et al", one starting in lower case or with a closing
-  bracket) and sentences that point back ("This", "There", "However", ...) without the
+- **Answer sentences**, over every extractive answer: fragments (no words, unbalanced
+  brackets or parentheses, a sentence ending in "et al", one starting in lower case or with
+  a closing bracket) and sentences that point back ("This", "There", "However", ...) without the
   sentence before them from the same source.
 - **Refusals**: the share of personal-advice questions refused and of must-answer questions
   refused (development: the gate's own examples, leave-one-out; test: advice_questions.yaml),
@@ -173,12 +173,15 @@ def answer_quotes(text: str) -> list[tuple[str, int | None]]:
     for piece in _QUOTE_END_RE.split(text.strip()):
         numbers = [int(n) for n in re.findall(r"\d+", " ".join(_MARKER_RE.findall(piece)))]
         quotes.append((_MARKER_RE.sub("", piece).strip(), numbers[0] if numbers else None))
-    return [(quote, n) for quote, n in quotes if quote]
+    # A marker with nothing before it is a quote too, of nothing: a fragment.
+    return [(quote, n) for quote, n in quotes if quote or n is not None]
 
 
 def fragment_problems(sentence: str) -> list[str]:
     """Why ``sentence`` reads as a fragment: the checks the issue names."""
     problems = []
+    if not re.search(r"[^\W_]", sentence):
+        problems.append("no words")
     if sentence.count("(") != sentence.count(")") or sentence.count("[") != sentence.count("]"):
         problems.append("unbalanced brackets")
     if re.search(r"\bet al\.?\W*$", sentence):
