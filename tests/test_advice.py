@@ -56,8 +56,9 @@ def gated(minilm: Embeddings) -> tuple[AnswerPipeline, FakeRetriever]:
     return pipeline, retriever
 
 
-def refusal_records(home: Path) -> list[dict[str, object]]:
-    (path,) = sorted((home / "logs").glob("*.jsonl"))
+def refusal_records(home: Path, name: str = "*.jsonl") -> list[dict[str, object]]:
+    """The refusal records of the one log in ``home`` named like ``name``."""
+    (path,) = sorted((home / "logs").glob(name))
     return [
         record["data"]
         for record in read_log(path).callbacks
@@ -188,14 +189,11 @@ def test_an_expander_that_says_personal_advice_ends_the_stream_refused(
     assert "doctor or pharmacist" in done.data.text
     assert done.data.references == []
     assert not [e for e in events if isinstance(e, CitationEvent | TokenEvent)]
-    (path,) = sorted((sample_home / "logs").glob("*-expander-refuses.jsonl"))
-    (why,) = [
-        r["data"]
-        for r in read_log(path).callbacks
-        if r["hook"] == "custom_event" and r["name"] == REFUSAL_EVENT
-    ]
+    (why,) = refusal_records(sample_home, "*-expander-refuses.jsonl")
     assert why["reason"] == "expander"
-    assert why["detail"]["personal_advice"] is True
+    detail = why["detail"]
+    assert isinstance(detail, dict)
+    assert detail["personal_advice"] is True
 
 
 def test_an_expander_that_does_not_say_so_lets_it_be_answered(

@@ -92,14 +92,19 @@ def mean(values: Sequence[float]) -> float:
     return sum(values) / len(values) if values else 0.0
 
 
-def by_split(questions: Sequence[dict[str, Any]], scores: Sequence[Scores]) -> dict[str, Scores]:
-    """The mean of every score over each split's questions."""
-    means: dict[str, Scores] = {}
+def by_split(
+    questions: Sequence[dict[str, Any]], scores: Sequence[Scores], *, summed: Sequence[str] = ()
+) -> dict[str, Scores]:
+    """Each score over each split's questions: the mean, or the total for ``summed`` keys."""
+    result: dict[str, Scores] = {}
     for split in SPLITS:
         mine = [s for q, s in zip(questions, scores, strict=True) if q["split"] == split]
         if mine:
-            means[split] = {metric: mean([s[metric] for s in mine]) for metric in mine[0]}
-    return means
+            result[split] = {
+                metric: (sum if metric in summed else mean)([s[metric] for s in mine])
+                for metric in mine[0]
+            }
+    return result
 
 
 def evaluate_retrieval(
@@ -265,6 +270,7 @@ def evaluate_answers(
         pointing = dangling(quotes)
         per_question.append(
             {
+                "questions": 1.0,
                 "relevant_in_references": float(bool(shown & set(question["relevant"]))),
                 "refused": float(done.data.state == "refused"),
                 "sentences": float(len(quotes)),
@@ -282,19 +288,9 @@ def evaluate_answers(
         ):
             for key, value in stream_checks(stream).items():
                 totals[name][key] = totals[name].get(key, 0) + value
-    splits: dict[str, Scores] = {}
-    for split in SPLITS:
-        mine = [s for q, s in zip(questions, per_question, strict=True) if q["split"] == split]
-        if mine:
-            splits[split] = {
-                "questions": float(len(mine)),
-                "relevant_in_references": mean([s["relevant_in_references"] for s in mine]),
-                # Counts over every answer of the split: each must be 0.
-                **{
-                    key: sum(s[key] for s in mine)
-                    for key in ("refused", "sentences", "fragments", "dangling")
-                },
-            }
+    # Counts over every answer of the split (the last four must be 0), relevance a share.
+    counted = ("questions", "refused", "sentences", "fragments", "dangling")
+    splits = by_split(questions, per_question, summed=counted)
     return {
         "splits": splits,
         "citation_checks": totals,
