@@ -333,12 +333,12 @@ def main(argv: list[str] | None = None) -> int:
         )
     test = [e for e in entries if e.get("split") == "test"]
     test_paraphrased = sum(1 for e in test if e.get("paraphrased") is True)
-    print_split = f"test split: {len(test)} questions, {test_paraphrased} paraphrased"
+    split_line = f"test split: {len(test)} questions, {test_paraphrased} paraphrased"
     if len(test) < MIN_TEST:
-        report.error("counts", f"{print_split}; at least {MIN_TEST} are needed")
+        report.error("counts", f"{split_line}; at least {MIN_TEST} are needed")
     elif test_paraphrased / len(test) < MIN_PARAPHRASED_SHARE:
-        report.error("counts", f"{print_split}; at least a third must be paraphrased")
-    lines.append(print_split + f" (at least {MIN_TEST}, a third paraphrased)")
+        report.error("counts", f"{split_line}; at least a third must be paraphrased")
+    lines.append(split_line + f" (at least {MIN_TEST}, a third paraphrased)")
     if numbers["routing"] < MIN_ROUTING:
         report.error(
             "counts", f"{numbers['routing']} routing-labelled; at least {MIN_ROUTING} needed"
