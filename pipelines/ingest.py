@@ -24,6 +24,7 @@ from langchain_text_splitters import RecursiveCharacterTextSplitter
 from tqdm import tqdm
 
 from pipelines import store
+from pipelines.chunk_table import ChunkTable, ChunkTableWriter
 from pipelines.definitions import Catalog, CollectionDefinition, bundled_dir, catalog_for
 from pipelines.embeddings import MiniLMEmbeddings
 from pipelines.errors import ConfigurationError, InputError
@@ -287,6 +288,30 @@ def _old_embeddings(version: store.StoredVersion, ids: Sequence[str]) -> dict[st
     return vectors
 
 
+def _add_missing_chunk_table(settings: Settings, version: store.StoredVersion) -> None:
+    """Give a version ingested before chunk tables existed its table, copied from Chroma in
+    its keyword index's row order, so an unchanged collection gets the faster reads too."""
+    folder = store.keyword_index_dir(settings, version.name)
+    if not folder.is_dir() or ChunkTable.load(folder) is not None:
+        return
+    ids = KeywordIndex.load(folder).chunk_ids
+    with ChunkTableWriter(folder, len(ids)) as table:
+        for start in range(0, len(ids), _READ_BATCH):
+            wanted = ids[start : start + _READ_BATCH]
+            page = version.collection.get(
+                ids=wanted, include=["documents", "metadatas", "embeddings"]
+            )
+            # Chroma returns ids in its own order.
+            position = {chunk_id: index for index, chunk_id in enumerate(page["ids"])}
+            order = [position[chunk_id] for chunk_id in wanted]
+            documents, metadatas = page["documents"] or [], page["metadatas"] or []
+            table.add(
+                [documents[index] for index in order],
+                [dict(metadatas[index] or {}) for index in order],
+                np.asarray(page["embeddings"], dtype=np.float32)[order],
+            )
+
+
 def _embed(embeddings: Embeddings, texts: Sequence[str], bar: tqdm[Any]) -> list[_Vector]:
     """Vectors for ``texts``, in steps small enough for the progress bar to move."""
     vectors: list[_Vector] = []
@@ -358,6 +383,7 @@ def _ingest_one(
         kept = {key: previous.metadata.get(key) for key in facts}
         if kept != facts:  # same content from a newly named release or file: record it
             previous.collection.modify(metadata={**previous.metadata, **facts})
+        _add_missing_chunk_table(settings, previous)
         summary.seconds = time.perf_counter() - started
         return summary
 
@@ -389,20 +415,24 @@ def _ingest_one(
             # Embed and write one batch at a time: new vectors are held a batch at a time,
             # not for the whole collection (vectors reused from the previous version are read
             # up front, and released as their batch is written).
-            for start in range(0, len(chunks), _WRITE_BATCH):
-                batch = chunks[start : start + _WRITE_BATCH]
-                fresh = [chunk for chunk in batch if chunk.id not in reusable]
-                vectors = _embed(embeddings, [chunk.embed_text for chunk in fresh], bar)
-                reusable.update(zip((chunk.id for chunk in fresh), vectors, strict=True))
-                collection.add(
-                    ids=[chunk.id for chunk in batch],
-                    embeddings=np.stack([reusable.pop(chunk.id) for chunk in batch]),
-                    documents=[chunk.text for chunk in batch],
-                    metadatas=[chunk.metadata for chunk in batch],
-                )
-        KeywordIndex.build([c.id for c in chunks], [c.embed_text for c in chunks]).save(
-            store.keyword_index_dir(settings, version)
-        )
+            folder = store.keyword_index_dir(settings, version)
+            with ChunkTableWriter(folder, len(chunks)) as table:
+                for start in range(0, len(chunks), _WRITE_BATCH):
+                    batch = chunks[start : start + _WRITE_BATCH]
+                    fresh = [chunk for chunk in batch if chunk.id not in reusable]
+                    vectors = _embed(embeddings, [chunk.embed_text for chunk in fresh], bar)
+                    reusable.update(zip((chunk.id for chunk in fresh), vectors, strict=True))
+                    block = np.stack([reusable.pop(chunk.id) for chunk in batch])
+                    texts = [chunk.text for chunk in batch]
+                    collection.add(
+                        ids=[chunk.id for chunk in batch],
+                        embeddings=block,
+                        documents=texts,
+                        metadatas=[chunk.metadata for chunk in batch],
+                    )
+                    table.add(texts, [chunk.metadata for chunk in batch], block)
+        # Rows in chunk order, like the chunk table's.
+        KeywordIndex.build([c.id for c in chunks], [c.embed_text for c in chunks]).save(folder)
         created = datetime.now(UTC).isoformat(timespec="seconds")
         # The swap: one metadata write makes the new version the one readers use.
         collection.modify(metadata={**facts, store.CREATED: created, store.COMPLETE: True})

@@ -21,6 +21,7 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
@@ -37,6 +38,7 @@ from langchain_core.runnables import RunnableConfig
 from pydantic import ConfigDict, Field, PrivateAttr
 
 from pipelines import store
+from pipelines.chunk_table import ChunkRecord, ChunkTable
 from pipelines.definitions import Catalog, catalog_for
 from pipelines.errors import EventHandlerError, PersonalAdviceError, ReactomeAnswersError
 from pipelines.expander import Expansion, expander_messages, parse_expansion, rule_expansion
@@ -114,6 +116,27 @@ class _ReadWriteGate:
 
 
 @dataclass
+class _VersionIndex:
+    """What a collection version keeps beside Chroma: its keyword index and chunk table
+    (either may be missing for a version ingested before it existed)."""
+
+    keyword: KeywordIndex | None
+    table: ChunkTable | None
+    rows: dict[str, int]  # chunk id -> row of both
+
+    @classmethod
+    def load(cls, folder: Path) -> _VersionIndex:
+        if not folder.is_dir():
+            return cls(None, None, {})
+        keyword = KeywordIndex.load(folder)
+        table = ChunkTable.load(folder)
+        if table is not None and len(table) != len(keyword.chunk_ids):
+            table = None  # not written by the same ingest: read from Chroma instead
+        rows = {chunk_id: row for row, chunk_id in enumerate(keyword.chunk_ids)} if table else {}
+        return cls(keyword, table, rows)
+
+
+@dataclass
 class _Candidate:
     chunk_id: str
     collection: str
@@ -176,6 +199,12 @@ class ReactomeRetriever(BaseRetriever):
         description="drop a collection's entries when its most similar entry trails the most "
         "similar entry of another collection by more than this (hybrid_rerank; None keeps all)",
     )
+    exact_search_max_chunks: int = Field(
+        default=20_000,
+        description="a collection of at most this many chunks is searched exhaustively over "
+        "its chunk table's vectors rather than through Chroma's HNSW index: exact, and faster "
+        "below about this size (each Chroma query costs a fixed 2 ms or so)",
+    )
     collections: list[str] | None = Field(
         default=None, description="fixed collections instead of the expander's routing"
     )
@@ -184,7 +213,7 @@ class ReactomeRetriever(BaseRetriever):
         description="dense or BM25 alone, both fused (RRF), or fused then re-ranked by "
         "similarity to the question",
     )
-    _keyword_indexes: dict[str, KeywordIndex] = PrivateAttr(default_factory=dict)
+    _indexes: dict[str, _VersionIndex] = PrivateAttr(default_factory=dict)
     _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
     _versions: dict[str, tuple[float, store.StoredVersion]] = PrivateAttr(default_factory=dict)
     _gate: _ReadWriteGate = PrivateAttr(default_factory=lambda: _ReadWriteGate())
@@ -258,14 +287,13 @@ class ReactomeRetriever(BaseRetriever):
 
     # --- search ---------------------------------------------------------------------------
 
-    def _keyword_index(self, version: str) -> KeywordIndex | None:
+    def _version_index(self, version: str) -> _VersionIndex:
         with self._lock:
-            if version not in self._keyword_indexes:
-                folder = store.keyword_index_dir(self.settings, version)
-                if not folder.is_dir():
-                    return None
-                self._keyword_indexes[version] = KeywordIndex.load(folder)
-            return self._keyword_indexes[version]
+            if version not in self._indexes:
+                self._indexes[version] = _VersionIndex.load(
+                    store.keyword_index_dir(self.settings, version)
+                )
+            return self._indexes[version]
 
     def _collections_for(self, expansion: Expansion, override: Sequence[str] | None) -> list[str]:
         chosen = list(override or self.collections or expansion.collections)
@@ -339,18 +367,10 @@ class ReactomeRetriever(BaseRetriever):
             wanted.setdefault(name, []).append(chunk_id)
         read: dict[tuple[str, str], _Candidate] = {}
         for name, ids in wanted.items():
-            included: Any = ["documents", "metadatas", "embeddings"]
-            got = versions[name].collection.get(ids=ids, include=included)
-            documents, metadatas = got["documents"] or [], got["metadatas"] or []
-            embeddings = got["embeddings"] if got["embeddings"] is not None else []
-            for position, chunk_id in enumerate(got["ids"]):
+            for chunk_id, record in self._read_chunks(versions[name], ids):
+                key = (name, chunk_id)
                 candidate = _Candidate(
-                    chunk_id,
-                    name,
-                    documents[position],
-                    dict(metadatas[position] or {}),
-                    np.asarray(embeddings[position], dtype=np.float32),
-                    fused[(name, chunk_id)],
+                    chunk_id, name, record.text, record.metadata, record.vector, fused[key]
                 )
                 candidate.similarity = float(candidate.embedding @ question_vector)
                 candidate.score = candidate.similarity + evidence.get((name, chunk_id), 0.0)
@@ -391,6 +411,28 @@ class ReactomeRetriever(BaseRetriever):
             for _, similarity, group in entries[:k]
         ]
 
+    def _read_chunks(
+        self, version: store.StoredVersion, ids: list[str]
+    ) -> Iterator[tuple[str, ChunkRecord]]:
+        """Text, metadata and vector of each chunk of ``ids`` that exists: from the version's
+        chunk table, or from Chroma for a version ingested before tables existed."""
+        index = self._version_index(version.name)
+        if index.table is not None:
+            present = [chunk_id for chunk_id in ids if chunk_id in index.rows]
+            records = index.table.read([index.rows[chunk_id] for chunk_id in present])
+            yield from zip(present, records, strict=True)
+            return
+        included: Any = ["documents", "metadatas", "embeddings"]
+        got = version.collection.get(ids=ids, include=included)
+        documents, metadatas = got["documents"] or [], got["metadatas"] or []
+        embeddings = got["embeddings"] if got["embeddings"] is not None else []
+        for position, chunk_id in enumerate(got["ids"]):
+            vector = np.asarray(embeddings[position], dtype=np.float32)
+            yield (
+                chunk_id,
+                ChunkRecord(documents[position], dict(metadatas[position] or {}), vector),
+            )
+
     def _gated(
         self, entries: list[tuple[float, float, list[_Candidate]]]
     ) -> list[tuple[float, float, list[_Candidate]]]:
@@ -424,7 +466,7 @@ class ReactomeRetriever(BaseRetriever):
             if cached is not None and cached[1].name != version.name:
                 # Swapped by an ingest: the old version's keyword index is not needed again,
                 # and the client is reopened before the next search to release its vectors.
-                self._keyword_indexes.pop(cached[1].name, None)
+                self._indexes.pop(cached[1].name, None)
                 self._reopen_wanted = True
         return version
 
@@ -443,13 +485,24 @@ class ReactomeRetriever(BaseRetriever):
         for hybrid_rerank, each chunk's keyword evidence."""
         lists: list[list[str]] = []
         evidence: dict[str, float] = {}
+        stored = self._version_index(version.name)
         if self.ranking != "bm25":
-            found = version.collection.query(
-                query_embeddings=vectors, n_results=self.fetch_k, include=["distances"]
-            )
-            lists += [list(ids) for ids in found["ids"]]
+            table, keyword_index = stored.table, stored.keyword
+            if (
+                table is not None
+                and keyword_index is not None
+                and (len(table) <= self.exact_search_max_chunks)
+            ):
+                ids = keyword_index.chunk_ids
+                nearest = table.nearest(vectors, self.fetch_k)
+                lists += [[ids[row] for row in rows] for rows in nearest]
+            else:
+                found = version.collection.query(
+                    query_embeddings=vectors, n_results=self.fetch_k, include=["distances"]
+                )
+                lists += [list(ids) for ids in found["ids"]]
         if self.ranking != "dense":
-            index = self._keyword_index(version.name)
+            index = stored.keyword
             if index is not None:
                 keyword_lists = index.search_tokens(query_tokens, self.fetch_k)
                 lists += [[chunk_id for chunk_id, _ in ranked] for ranked in keyword_lists]

@@ -10,6 +10,7 @@ import errno
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -259,7 +260,15 @@ def _start_chroma(folder: Path) -> tuple[subprocess.Popen[bytes], int]:
 
 
 def _fails_with(base: str, code: str, status: int) -> None:
-    body, events = sse(base, QUESTION)
+    # A search reads the chunks of the version it looked up, from their local copy (chunk
+    # tables), and looks the live version up again every few seconds: what happened to the
+    # store shows by then, and until then the answers are whole.
+    deadline = time.monotonic() + 15
+    while True:
+        body, events = sse(base, QUESTION)
+        if check_stream(events).data.state != "answered" or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
     done = check_stream(events)
     assert done.data.state == "failed"
     assert [e.data.code for e in events if isinstance(e, ErrorEvent)] == [code]
