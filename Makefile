@@ -60,10 +60,13 @@ demo: $(BIN)/.installed
 	$(BIN)/reactome-answers ask "What causes Tangier disease, and what does ABCA1 do?"
 
 # Speed against the classic LangChain stack on ../shared/data plus the reaction summaries
-# (the first run ingests them: about 4 minutes); tables, results/bench.json and .png; then
-# ingestion throughput and peak memory from scratch (another 4 minutes).
+# (the first run ingests them: about 6 minutes); tables, results/bench.json and .png; then
+# both stacks as the reaction summaries grow to 3x and 10x (the first run writes the copies:
+# about 5 minutes), results/bench-growth.json and .png; then ingestion throughput and peak
+# memory from scratch (another 4 minutes).
 bench: $(BIN)/.installed
 	$(BIN)/python -m tests.benchmarks.bench_performance
+	$(BIN)/python -m tests.benchmarks.bench_growth
 	$(BIN)/python -m tests.benchmarks.ingest_throughput --with-reactions
 
 # The same on the bundled sample with fewer questions, in under 2 minutes; CI runs it to
