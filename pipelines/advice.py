@@ -211,16 +211,15 @@ class AdviceGate:
         """Embed the examples and fit now rather than on the first question."""
         self._model()
 
-    def check(self, question: str) -> AdviceVerdict:
-        """The verdict on ``question`` (one embedding of it: the embedding model may have it
-        cached already, see :class:`pipelines.embeddings.MiniLMEmbeddings`)."""
+    def check(self, question: str, vector: Sequence[float] | None = None) -> AdviceVerdict:
+        """The verdict on ``question``; ``vector``: its embedding by this gate's model when
+        the caller has it already (the retriever embeds the question with its alternative
+        queries), else it is embedded here."""
         model = self._model()
         text = question.strip()
-        # The same text the rule expander searches with, so the retriever's embedding of the
-        # standalone question is the one computed here.
-        vector = _unit(self.embeddings.embed_query(text))[0]
-        score = float(_features(vector[None, :], [text])[0] @ model.weights)
-        similarities = model.vectors @ vector
+        unit = _unit(self.embeddings.embed_query(text) if vector is None else vector)[0]
+        score = float(_features(unit[None, :], [text])[0] @ model.weights)
+        similarities = model.vectors @ unit
         nearest = [
             {
                 "id": model.examples[i].id,

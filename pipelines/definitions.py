@@ -246,8 +246,15 @@ def catalog_for(settings: Any = None) -> Catalog:
 
 def catalog_from_path(collections_path: str) -> Catalog:
     """The catalog for a ``collections_path`` setting: folders separated by ``os.pathsep``."""
+    # Asked several times per request; resolving the folders each time cost more than the
+    # rest of routing. Relative folders resolve against the working directory, hence its key.
+    return _catalog_for_path(collections_path, Path.cwd())
+
+
+@functools.lru_cache(maxsize=64)
+def _catalog_for_path(collections_path: str, working_directory: Path) -> Catalog:
     parts = collections_path.split(os.pathsep)
-    return load_catalog([Path(part.strip()) for part in parts if part.strip()])
+    return load_catalog([working_directory / part.strip() for part in parts if part.strip()])
 
 
 @functools.cache

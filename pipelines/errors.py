@@ -110,15 +110,21 @@ class EventLogError(ReactomeAnswersError):
 
 
 class PersonalAdviceError(ReactomeAnswersError):
-    """The query expander judged the question a request for personal medical advice.
+    """The query expander or the advice gate judged the question a request for personal
+    medical advice.
 
-    Raised by the retriever right after expansion, before any search; the pipeline turns it
-    into a ``refused`` answer (no ``error`` event), so a caller of the pipeline never sees it.
-    ``detail`` is what the event log records."""
+    Raised by the retriever after expansion (or once the question is embedded), before any
+    search; the pipeline turns it into a ``refused`` answer (no ``error`` event), so a caller
+    of the pipeline never sees it. ``detail`` is what the event log records."""
 
     code = "personal_advice"
     http_status = 422
 
-    def __init__(self, message: str, *, detail: dict[str, object] | None = None) -> None:
+    def __init__(
+        self, message: str, *, detail: dict[str, object] | None = None, reason: str = "expander"
+    ) -> None:
         super().__init__(message)
         self.detail = dict(detail or {})
+        # Who judged it: "expander", or "similar_examples" (the advice gate, which the
+        # retriever consults once the question is embedded).
+        self.reason = reason

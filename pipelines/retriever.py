@@ -15,6 +15,7 @@ the returned documents is the sources' numbering.
 from __future__ import annotations
 
 import asyncio
+import functools
 import math
 import threading
 import time
@@ -38,6 +39,7 @@ from langchain_core.runnables import RunnableConfig
 from pydantic import ConfigDict, Field, PrivateAttr
 
 from pipelines import store
+from pipelines.advice import AdviceGate
 from pipelines.chunk_table import ChunkRecord, ChunkTable
 from pipelines.definitions import Catalog, catalog_for
 from pipelines.errors import EventHandlerError, PersonalAdviceError, ReactomeAnswersError
@@ -205,6 +207,11 @@ class ReactomeRetriever(BaseRetriever):
         "its chunk table's vectors rather than through Chroma's HNSW index: exact, and faster "
         "below about this size (each Chroma query costs a fixed 2 ms or so)",
     )
+    advice_gate: AdviceGate | None = Field(
+        default=None,
+        description="refuses requests for personal medical advice once the question is "
+        "embedded, before any search (pipelines.advice); None: only the expander's verdict",
+    )
     collections: list[str] | None = Field(
         default=None, description="fixed collections instead of the expander's routing"
     )
@@ -299,9 +306,29 @@ class ReactomeRetriever(BaseRetriever):
         chosen = list(override or self.collections or expansion.collections)
         return self.catalog.check(chosen) if chosen else self.catalog.default_names
 
-    def search(self, expansion: Expansion, collections: Sequence[str], k: int) -> list[Document]:
-        """Everything after expansion; plain Python, so it can run in a worker thread."""
+    def search(
+        self,
+        expansion: Expansion,
+        collections: Sequence[str],
+        k: int,
+        *,
+        question: str | None = None,
+    ) -> list[Document]:
+        """Everything after expansion; plain Python, so it can run in a worker thread.
+
+        With an :attr:`advice_gate` and the ``question`` as asked, the gate judges it once the
+        queries are embedded (reusing the standalone question's vector when it is the same
+        text) and :class:`PersonalAdviceError` stops the search."""
         vectors = np.asarray(self.embeddings.embed_documents(expansion.queries), dtype=np.float32)
+        if self.advice_gate is not None and question is not None:
+            same = expansion.queries[0].strip() == question.strip()
+            verdict = self.advice_gate.check(question, vectors[0] if same else None)
+            if verdict.refused:
+                raise PersonalAdviceError(
+                    "the advice gate judged this a request for personal medical advice",
+                    detail=verdict.detail(),
+                    reason="similar_examples",
+                )
         if self._reopen_wanted:
             self._reopen_client()
         with self._gate.reading():  # a search never sees the client closed under it
@@ -558,7 +585,7 @@ class ReactomeRetriever(BaseRetriever):
                 EXPANSION_FALLBACK, _fallback_data(expansion), run_id=run_manager.run_id
             )
         chosen = self._collections_for(expansion, collections)
-        return self.search(expansion, chosen, k or self.k)
+        return self.search(expansion, chosen, k or self.k, question=query)
 
     async def _aget_relevant_documents(
         self,
@@ -576,4 +603,6 @@ class ReactomeRetriever(BaseRetriever):
                 EXPANSION_FALLBACK, _fallback_data(expansion), run_id=run_manager.run_id
             )
         chosen = self._collections_for(expansion, collections)
-        return await asyncio.to_thread(self.search, expansion, chosen, k or self.k)
+        return await asyncio.to_thread(
+            functools.partial(self.search, expansion, chosen, k or self.k, question=query)
+        )

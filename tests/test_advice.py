@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from langchain_core.embeddings import Embeddings
@@ -17,6 +18,7 @@ from pipelines.advice import load_examples
 from pipelines.expander import parse_expansion
 from pipelines.pipeline import AnswerPipeline
 from pipelines.pipeline._answer import REFUSAL_EVENT
+from pipelines.retriever import ReactomeRetriever
 from pipelines.settings import load_settings
 from tests.support.fake_pipeline import ABCA1, FakeRetriever
 from tests.support.invariants import check_stream
@@ -140,6 +142,52 @@ def test_without_embeddings_of_its_own_a_pipeline_has_the_rules_alone() -> None:
     assert pipeline.advice_gate is None
     assert pipeline.refusal(PARAPHRASED_ADVICE[1]) is None
     assert pipeline.refusal(PERSONAL_CARE[0]) is not None
+
+
+# --- the gate inside our own retriever ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("number", range(3))
+def test_our_retriever_refuses_on_the_vector_it_searches_with_before_any_search(
+    sample_home: Path, minilm: Embeddings, monkeypatch: pytest.MonkeyPatch, number: int
+) -> None:
+    question = PARAPHRASED_ADVICE[number]
+    settings = load_settings(home=sample_home)
+    embedded: list[str] = []
+
+    class Counting(Embeddings):
+        def embed_documents(self, texts: list[str]) -> list[list[float]]:
+            embedded.extend(texts)
+            return minilm.embed_documents(texts)
+
+        def embed_query(self, text: str) -> list[float]:
+            embedded.append(text)
+            return minilm.embed_query(text)
+
+    pipeline = AnswerPipeline(settings, embeddings=Counting())
+    gate = pipeline.advice_gate
+    assert gate is not None
+    gate.warm_up()  # the examples' embeddings, which are not what this test counts
+    embedded.clear()
+    searched: list[object] = []
+    search = ReactomeRetriever._search_once
+
+    def counted(*arguments: Any) -> Any:
+        searched.append(arguments)
+        return search(*arguments)
+
+    monkeypatch.setattr(ReactomeRetriever, "_search_once", counted)
+
+    events = list(pipeline.stream(question, request_id=f"gate-in-retriever-{number}"))
+
+    done = check_stream(events)
+    assert done.data.state == "refused"
+    assert "doctor or pharmacist" in done.data.text
+    assert not [e for e in events if isinstance(e, CitationEvent | TokenEvent)]
+    assert searched == []  # no collection was searched
+    assert embedded.count(question) == 1  # the search's own embedding of it, nothing more
+    (why,) = refusal_records(sample_home, f"*-gate-in-retriever-{number}.jsonl")
+    assert why["reason"] == "similar_examples"
 
 
 # --- a generative expander's verdict ---------------------------------------------------------

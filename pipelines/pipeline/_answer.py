@@ -114,6 +114,8 @@ class AnswerPipeline:
                 embeddings=self.embeddings,
                 expander=self.models[1],
                 k=self.settings.max_sources,
+                # Judged on the vector the search computes anyway: no embedding of its own.
+                advice_gate=self.advice_gate,
             )
         )
 
@@ -203,11 +205,13 @@ class AnswerPipeline:
         limit = self.settings.request_timeout_s
         try:
             async with asyncio.timeout(limit) as deadline:
-                # Off the event loop: the first call embeds the examples (about a second).
-                refusal = await asyncio.to_thread(self._check_advice, inputs["question"])
-                if refusal is not None:
-                    self._refuse(handler, refusal)
-                    return
+                if self._retriever is not None:
+                    # An outside retriever does not consult the gate: ask it first, off the
+                    # event loop (the first call embeds the examples, about a second).
+                    refusal = await asyncio.to_thread(self._check_advice, inputs["question"])
+                    if refusal is not None:
+                        self._refuse(handler, refusal)
+                        return
                 reply = await self.chain.ainvoke(inputs, config)
         except TimeoutError:
             if deadline.expired():
@@ -224,9 +228,9 @@ class AnswerPipeline:
                 handler.fail("cancelled", "the request was cancelled before it finished")
             raise
         except PersonalAdviceError as error:
-            # The expander's verdict, raised inside the retrieval run before any search: no
-            # citation was sent and no answer token, so the answer is a plain refusal.
-            self._refuse(handler, Refusal(ADVICE_REFUSAL, "expander", error.detail))
+            # The expander's or the gate's verdict, raised inside the retrieval run before any
+            # search: no citation was sent and no answer token, so the answer is a plain refusal.
+            self._refuse(handler, Refusal(ADVICE_REFUSAL, error.reason, error.detail))
             return
         except ReactomeAnswersError as error:
             handler.fail(error.code, str(error))
@@ -355,6 +359,8 @@ class AnswerPipeline:
         handler: AnswerEventHandler,
     ) -> Event:
         """The next event; if the work ended without ``done`` (a bug), a ``done`` anyway."""
+        if not events.empty():
+            return events.get_nowait()  # most events: no waiting, so no task to wait with
         getter = asyncio.ensure_future(events.get())
         if task is not None and not task.done():
             await asyncio.wait({getter, task}, return_when=asyncio.FIRST_COMPLETED)

@@ -8,14 +8,16 @@ from contextlib import contextmanager
 from typing import Any
 
 from langchain_core.callbacks import (
+    AsyncCallbackManagerForChainRun,
     AsyncCallbackManagerForRetrieverRun,
+    CallbackManagerForChainRun,
     CallbackManagerForRetrieverRun,
 )
 from langchain_core.documents import Document
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage
 from langchain_core.retrievers import BaseRetriever
-from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda, RunnablePassthrough
+from langchain_core.runnables import Runnable, RunnableConfig
 
 from pipelines.errors import ModelError, ReactomeAnswersError
 from pipelines.prompts import answer_messages
@@ -70,6 +72,99 @@ def tagged_retriever(retriever: Runnable[str, list[Document]]) -> Runnable[str, 
     return retriever.with_config(tags=[RETRIEVAL_TAG], run_name="retrieval")
 
 
+class _AnswerChain(Runnable[dict[str, Any], str]):
+    """Retrieval, then the answer model, as one chain run with those two runs as its
+    children. Written out rather than composed (``RunnablePassthrough.assign(...) |
+    RunnableLambda(...)``): the composition started five chain runs per answer, each a round
+    of callbacks, which was most of the time between retrieval and the first token."""
+
+    name = "reactome-answers"
+
+    def __init__(
+        self,
+        retriever: Callable[[], Runnable[str, list[Document]]],
+        answer_model: BaseChatModel,
+        *,
+        cite_urls: bool,
+        takes_options: bool,
+    ) -> None:
+        self._retriever = retriever
+        self._model = answer_model.with_config(tags=[ANSWER_TAG], run_name="answer_model")
+        self._cite_urls = cite_urls
+        self._takes_options = takes_options
+
+    @property
+    def InputType(self) -> type[dict[str, Any]]:  # noqa: N802 (LangChain's name)
+        return dict
+
+    @property
+    def OutputType(self) -> type[str]:  # noqa: N802
+        return str
+
+    def _retrieval_kwargs(self, inputs: dict[str, Any]) -> dict[str, Any]:
+        if not self._takes_options:
+            return {}
+        return {
+            "history": list(inputs.get("history") or []),
+            "collections": inputs.get("collections"),
+        }
+
+    def _prompt(
+        self, inputs: dict[str, Any], documents: list[Document]
+    ) -> list[BaseMessage] | None:
+        cite = inputs.get("cite_urls")
+        cite = self._cite_urls if cite is None else bool(cite)
+        sources, context = number_sources(documents, cite_urls=cite)
+        if not sources and not context:
+            return None  # nothing found: no model call at all
+        history = list(inputs.get("history") or [])
+        return answer_messages(inputs["question"], sources, context, history)
+
+    # Streaming the model even under invoke is what makes on_llm_new_token fire. ``config``
+    # carries this run's callbacks (LangChain passes it with them), so both runs are its
+    # children.
+    def _answer(
+        self,
+        inputs: dict[str, Any],
+        run_manager: CallbackManagerForChainRun,
+        config: RunnableConfig,
+    ) -> str:
+        documents = self._retriever().invoke(
+            inputs["question"], config, **self._retrieval_kwargs(inputs)
+        )
+        messages = self._prompt(inputs, documents)
+        if messages is None:
+            return ""
+        with _model_errors():
+            return "".join(_text_of(c.content) for c in self._model.stream(messages, config))
+
+    async def _aanswer(
+        self,
+        inputs: dict[str, Any],
+        run_manager: AsyncCallbackManagerForChainRun,
+        config: RunnableConfig,
+    ) -> str:
+        documents = await self._retriever().ainvoke(
+            inputs["question"], config, **self._retrieval_kwargs(inputs)
+        )
+        messages = self._prompt(inputs, documents)
+        if messages is None:
+            return ""
+        with _model_errors():
+            parts = [_text_of(c.content) async for c in self._model.astream(messages, config)]
+        return "".join(parts)
+
+    def invoke(
+        self, input: dict[str, Any], config: RunnableConfig | None = None, **kwargs: Any
+    ) -> str:
+        return self._call_with_config(self._answer, input, config)
+
+    async def ainvoke(
+        self, input: dict[str, Any], config: RunnableConfig | None = None, **kwargs: Any
+    ) -> str:
+        return await self._acall_with_config(self._aanswer, input, config)
+
+
 def answer_chain(
     retriever: Callable[[], Runnable[str, list[Document]]],
     answer_model: BaseChatModel,
@@ -82,48 +177,4 @@ def answer_chain(
     ``retriever`` is called on each run (the tagged retriever is built on first use);
     ``takes_options``: it takes ``history`` and ``collections`` (ours does; a retriever from
     outside takes the question alone). ``cite_urls`` is the default when a run gives none."""
-    model = answer_model.with_config(tags=[ANSWER_TAG], run_name="answer_model")
-
-    def retrieval_kwargs(inputs: dict[str, Any]) -> dict[str, Any]:
-        if not takes_options:
-            return {}
-        return {
-            "history": list(inputs.get("history") or []),
-            "collections": inputs.get("collections"),
-        }
-
-    def retrieve(inputs: dict[str, Any], config: RunnableConfig) -> list[Document]:
-        return retriever().invoke(inputs["question"], config, **retrieval_kwargs(inputs))
-
-    async def aretrieve(inputs: dict[str, Any], config: RunnableConfig) -> list[Document]:
-        return await retriever().ainvoke(inputs["question"], config, **retrieval_kwargs(inputs))
-
-    def prompt(inputs: dict[str, Any]) -> list[BaseMessage] | None:
-        cite = inputs.get("cite_urls")
-        cite = cite_urls if cite is None else bool(cite)
-        sources, context = number_sources(inputs["documents"], cite_urls=cite)
-        if not sources and not context:
-            return None  # nothing found: no model call at all
-        history = list(inputs.get("history") or [])
-        return answer_messages(inputs["question"], sources, context, history)
-
-    # Streaming the model even under invoke is what makes on_llm_new_token fire.
-    def answer(inputs: dict[str, Any], config: RunnableConfig) -> str:
-        messages = prompt(inputs)
-        if messages is None:
-            return ""
-        with _model_errors():
-            return "".join(_text_of(c.content) for c in model.stream(messages, config))
-
-    async def aanswer(inputs: dict[str, Any], config: RunnableConfig) -> str:
-        messages = prompt(inputs)
-        if messages is None:
-            return ""
-        with _model_errors():
-            parts = [_text_of(c.content) async for c in model.astream(messages, config)]
-        return "".join(parts)
-
-    return (
-        RunnablePassthrough.assign(documents=RunnableLambda(retrieve, afunc=aretrieve))
-        | RunnableLambda(answer, afunc=aanswer)
-    ).with_config(run_name="reactome-answers")
+    return _AnswerChain(retriever, answer_model, cite_urls=cite_urls, takes_options=takes_options)
