@@ -359,6 +359,10 @@ class ReactomeRetriever(BaseRetriever):
                 self.client = store.reopen_client(self.settings, self.client)
             with self._lock:
                 self._versions.clear()  # their collections belong to the closed client
+                # And the indexes of the versions seen so far: a retired one's would stay
+                # (its chunk table's memory maps hold file descriptors) since no lookup would
+                # see it replaced. No search is running, so none is using them.
+                self._indexes.clear()
 
     def _search_once(
         self,
