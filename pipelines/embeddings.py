@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 from langchain_core.embeddings import Embeddings
+from pydantic import SecretStr
 
 from pipelines.errors import ConfigurationError, ModelError
 from pipelines.settings import Settings
@@ -197,17 +198,16 @@ def make_embeddings(settings: Settings) -> Embeddings:
     if choice.startswith("openai:"):
         from langchain_openai import OpenAIEmbeddings
 
-        if not os.environ.get("OPENAI_API_KEY"):
-            raise ConfigurationError(
-                f"REACTOME_ANSWERS_EMBEDDINGS={choice} needs OPENAI_API_KEY",
-                fix="set OPENAI_API_KEY (and OPENAI_BASE_URL for a server other than OpenAI's), "
-                f"or use {MINILM_NAME}",
-            )
+        from pipelines.providers import KEYLESS, openai_api_key
+
+        key = openai_api_key(f"REACTOME_ANSWERS_EMBEDDINGS={choice}", f"use {MINILM_NAME}")
         # Chunks are far below any embedding model's context, so no client-side token
         # counting: it would need tiktoken's files, and vLLM or Ollama servers reject the
         # token arrays it sends.
         return OpenAIEmbeddings(
-            model=choice.removeprefix("openai:"), check_embedding_ctx_length=False
+            model=choice.removeprefix("openai:"),
+            check_embedding_ctx_length=False,
+            openai_api_key=SecretStr(key or KEYLESS),
         )
     raise ConfigurationError(  # the settings validator makes this unreachable in practice
         f"embeddings {choice!r} are not supported",

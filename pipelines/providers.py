@@ -22,6 +22,7 @@ from typing import Any
 
 from langchain_core.embeddings import Embeddings
 from langchain_core.language_models import BaseChatModel
+from pydantic import SecretStr
 
 from pipelines.errors import ConfigurationError, ModelError
 from pipelines.expander import RuleExpanderModel
@@ -88,13 +89,27 @@ def _llamacpp(settings: Settings) -> BaseChatModel:
     )
 
 
+def openai_api_key(what: str, fix_otherwise: str) -> str | None:
+    """The key for an OpenAI-compatible server: ``OPENAI_API_KEY``, or None for a server of
+    one's own at ``OPENAI_BASE_URL`` (Ollama and llama.cpp's server take none; the client
+    then sends a placeholder). OpenAI's own API needs one."""
+    key = os.environ.get("OPENAI_API_KEY")
+    if key or os.environ.get("OPENAI_BASE_URL"):
+        return key or None
+    raise ConfigurationError(
+        f"{what} needs OPENAI_API_KEY for OpenAI's API",
+        fix="set OPENAI_API_KEY, or OPENAI_BASE_URL for a server of your own (vLLM, Ollama, "
+        f"a llama.cpp server: no key needed), or {fix_otherwise}",
+    )
+
+
+# What the client sends as its key to a server that takes none: the openai client will not
+# start without one, and such servers ignore the header.
+KEYLESS = "no-key-needed"
+
+
 def _openai(settings: Settings) -> BaseChatModel:
-    if not os.environ.get("OPENAI_API_KEY"):
-        raise ConfigurationError(
-            f"--llm {settings.llm} needs OPENAI_API_KEY",
-            fix="set OPENAI_API_KEY (and OPENAI_BASE_URL for vLLM, Ollama or a llama.cpp "
-            "server), or use --llm extractive",
-        )
+    key = openai_api_key(f"--llm {settings.llm}", "use --llm extractive")
     from langchain_openai import ChatOpenAI
 
     return ChatOpenAI(
@@ -103,6 +118,7 @@ def _openai(settings: Settings) -> BaseChatModel:
         temperature=0.2,
         timeout=settings.model_timeout_s,
         max_retries=1,
+        api_key=SecretStr(key or KEYLESS),
     )
 
 

@@ -164,5 +164,16 @@ def test_openai_compatible_embeddings_ingest_and_are_recorded() -> None:
 
 def test_openai_embeddings_without_a_key_say_so(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    with pytest.raises(ConfigurationError, match="needs OPENAI_API_KEY"):
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    with pytest.raises(ConfigurationError, match="needs OPENAI_API_KEY for OpenAI's API"):
         make_embeddings(load_settings(embeddings="openai:text-embedding-3-small"))
+
+
+@pytest.mark.usefixtures("openai_server")
+def test_a_local_embeddings_server_needs_no_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY")
+    embeddings = make_embeddings(load_settings(embeddings="openai:test-embedder"))
+    assert len(embeddings.embed_query("ABCA1")) > 0
+    (call,) = _EmbeddingsAPI.requests
+    assert call["path"] == "/v1/embeddings"
+    assert call["auth"] == "Bearer no-key-needed"  # the placeholder, never a real key

@@ -82,5 +82,20 @@ def test_openai_compatible_server_answers_through_the_pipeline(
 
 def test_openai_provider_without_a_key_says_what_to_set(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    with pytest.raises(ConfigurationError, match="needs OPENAI_API_KEY"):
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    with pytest.raises(ConfigurationError, match="needs OPENAI_API_KEY for OpenAI's API") as raised:
         make_models(load_settings(llm="openai:gpt-4o-mini"))
+    assert "OPENAI_BASE_URL" in str(raised.value.fix)
+
+
+@pytest.mark.usefixtures("chat_server")
+def test_a_local_server_such_as_ollama_needs_no_key(
+    sample_home: Path, minilm: Embeddings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY")
+    settings = load_settings(home=sample_home, llm="openai:local-model")
+    pipeline = AnswerPipeline(settings, embeddings=minilm, raise_handler_errors=True)
+    done = check_stream(list(pipeline.stream("What causes Tangier disease?")))
+    assert done.data.state == "answered"
+    assert done.data.text.strip() == ANSWER
+    assert len(_ChatAPI.requests) == 2
