@@ -7,13 +7,11 @@ import json
 import sys
 
 from app._ingest_commands import collection_list
-from callbacks.events import DoneEvent, Event, Reference, TokenEvent, to_jsonl
+from app._links import reference_link
+from callbacks.events import DoneEvent, Event, TokenEvent, to_jsonl
 from pipelines.settings import Settings
 
-__all__ = ["add_ask_arguments", "cmd_ask", "reference_link"]
-
-REACTOME_DETAIL = "https://reactome.org/content/detail/"
-REACTOME_SITE = "https://reactome.org"
+__all__ = ["add_ask_arguments", "cmd_ask"]
 
 
 def add_ask_arguments(parser: argparse.ArgumentParser) -> None:
@@ -38,13 +36,6 @@ def add_ask_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="A,B",
         help="search these collections instead of letting the expander route the question",
     )
-
-
-def reference_link(reference: Reference) -> str:
-    if reference.st_id:
-        return REACTOME_DETAIL + reference.st_id
-    url = reference.url or ""
-    return url if url.startswith("http") else REACTOME_SITE + url
 
 
 def cmd_ask(args: argparse.Namespace, settings: Settings) -> int:

@@ -5,6 +5,7 @@
   whole event as JSON, one line), written by :func:`callbacks.events.to_sse`, with keep-alive
   comments and headers that stop proxies from buffering or caching.
 - ``GET /healthz``, ``GET /v1/collections``; OpenAPI at ``/docs``.
+- ``GET /v1/models``, ``POST /v1/chat/completions``: the OpenAI protocol (``app/_openai_api.py``).
 - ``GET /``: the reference web client (``app/web/``), plain JavaScript with no build step.
 
 The pipeline is built once at start-up and serves concurrent requests, each with its own
@@ -29,6 +30,7 @@ from sse_starlette import EventSourceResponse
 
 from app._errors import add_error_handlers, error_response
 from app._http import BodyLimits, RequireJSON
+from app._openai_api import add_openai_routes
 from app._web import add_web_client
 from callbacks.events import to_sse
 from pipelines.definitions import catalog_for
@@ -228,6 +230,7 @@ def create_app(
 
         return EventSourceResponse(frames(), headers=STREAM_HEADERS, ping=KEEP_ALIVE_S)
 
+    add_openai_routes(app, shared, settings)
     add_web_client(app)
 
     # HEAD for load balancers and uptime checks that probe without reading a body.

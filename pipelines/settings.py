@@ -101,6 +101,11 @@ class Settings(BaseSettings):
     )
     cors_origins: str = Field(default="", description="comma-separated origins allowed by CORS")
     event_logs: bool = Field(default=True, description="write one JSONL event log per request")
+    openai_sources: bool = Field(
+        default=True,
+        description="OpenAI-compatible answers end with a Markdown list of their sources, for "
+        "clients that show text only",
+    )
     log_retention_days: float = Field(
         default=30.0,
         ge=0,

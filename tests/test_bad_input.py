@@ -54,9 +54,21 @@ def test_no_request_the_schema_allows_or_breaks_gets_a_server_error(
                 assert error["code"]
                 assert error["message"]
             elif "text/event-stream" in str(response.headers.get("content-type")):
-                check_stream(parse_sse(response.text))
+                if operation.path == "/v1/chat/completions":  # noqa: B023 (called at once)
+                    check_openai_stream(response.text)
+                else:
+                    check_stream(parse_sse(response.text))
 
         call()
+
+
+def check_openai_stream(body: str) -> None:
+    """OpenAI's framing: every ``data:`` a JSON chunk (or an error), the last ``[DONE]``."""
+    frames = [line[len("data: ") :] for line in body.splitlines() if line.startswith("data: ")]
+    assert frames[-1] == "[DONE]", body[-300:]
+    for frame in frames[:-1]:
+        chunk = json.loads(frame)
+        assert chunk.get("object") == "chat.completion.chunk" or "error" in chunk, frame
 
 
 # --- forged sources and forged model output --------------------------------------------------

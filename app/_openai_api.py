@@ -1,0 +1,324 @@
+"""The OpenAI chat-completions protocol over the pipeline, for clients that speak only it
+(the ``openai`` packages, ``ChatOpenAI``, Open WebUI, LibreChat).
+
+- ``GET /v1/models``: one model, ``reactome-answers``.
+- ``POST /v1/chat/completions``: the last user message is the question, the turns before it
+  the history; ``stream`` gives ``chat.completion.chunk`` frames whose ``delta.content`` is the
+  answer with its markers already final (live citations), then a chunk with ``finish_reason``,
+  our ``references`` and their links as ``citations`` (in final order, as Perplexity's API
+  gives them), a usage chunk when ``stream_options.include_usage`` asks, and ``[DONE]``.
+  Unless ``openai_sources`` is off, the content ends with a short Markdown list of the sources,
+  so that a client that renders text only still shows them.
+
+Errors have OpenAI's shape, ``{"error": {"message", "type", "code"}}``; a refused question or
+one nothing was found for is an ordinary completion whose content says so.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any, Literal
+
+import anyio
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from sse_starlette import EventSourceResponse
+
+from app._links import reference_link, sources_markdown
+from callbacks.events import DoneEvent, ErrorEvent, Reference, TokenEvent
+from pipelines.errors import ReactomeAnswersError
+from pipelines.pipeline import AnswerPipeline
+from pipelines.settings import Settings
+
+__all__ = ["MODEL_ID", "ChatRequest", "add_openai_routes"]
+
+MODEL_ID = "reactome-answers"
+# The history the pipeline takes (the native API's limit); older turns are dropped.
+_MAX_TURNS = 50
+# What this module appends to an answer, recognized when a client sends it back as history.
+_SOURCES_TAIL = re.compile(r"\n\nSources:\n(?:\d+\. \[.*\]\(\S*\)\n?)+\Z")
+
+
+class _TextPart(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    type: str
+    text: str | None = None
+
+
+class ChatMessage(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    role: Literal["system", "developer", "user", "assistant", "tool", "function"]
+    content: str | list[_TextPart] | None = None
+
+    def text(self) -> str:
+        if self.content is None or isinstance(self.content, str):
+            return self.content or ""
+        return "".join(part.text or "" for part in self.content if part.type == "text")
+
+
+class _StreamOptions(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    include_usage: bool = False
+
+
+class ChatRequest(BaseModel):
+    """The fields of OpenAI's request that mean something here; the rest are ignored, as
+    OpenAI-compatible servers do."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    model: str = Field(default=MODEL_ID, examples=[MODEL_ID])
+    messages: list[ChatMessage] = Field(min_length=1, max_length=1000)
+    stream: bool = False
+    stream_options: _StreamOptions | None = None
+
+    def question_and_history(self) -> tuple[str, list[tuple[str, str]]]:
+        """The last user message, and the user and assistant turns before it."""
+        users = [n for n, message in enumerate(self.messages) if message.role == "user"]
+        if not users:
+            raise _RequestError("messages: there is no user message; ask a question", "messages")
+        question = self.messages[users[-1]].text()
+        if not question.strip():
+            raise _RequestError("messages: the last user message is empty", "messages")
+        history: list[tuple[str, str]] = []
+        for message in self.messages[: users[-1]]:
+            if message.role in ("user", "assistant"):
+                text = message.text()
+                if message.role == "assistant":
+                    text = _SOURCES_TAIL.sub("", text)  # our own list, sent back to us
+                history.append((message.role, text))
+        return question, history[-_MAX_TURNS:]
+
+
+class _RequestError(Exception):
+    def __init__(self, message: str, param: str | None = None) -> None:
+        super().__init__(message)
+        self.param = param
+
+
+def openai_error(status: int, message: str, code: str, param: str | None = None) -> JSONResponse:
+    kind = "invalid_request_error" if status < 500 else "server_error"
+    body = {"error": {"message": message, "type": kind, "param": param, "code": code}}
+    return JSONResponse(body, status_code=status)
+
+
+def _validation_message(error: ValidationError) -> tuple[str, str | None]:
+    problems = error.errors()
+    where = ".".join(str(part) for part in problems[0].get("loc", ())) if problems else ""
+    text = "; ".join(
+        f"{'.'.join(str(p) for p in problem.get('loc', ())) or 'body'}: {problem.get('msg')}"
+        for problem in problems[:5]
+    )
+    return text, where or None
+
+
+def _inlined(schema: dict[str, Any]) -> dict[str, Any]:
+    """``schema`` with its ``$defs`` written in place of their references (none of ours is
+    recursive), for an OpenAPI request body declared by hand."""
+    definitions = schema.pop("$defs", {})
+
+    def resolve(node: Any) -> Any:
+        if isinstance(node, dict):
+            reference = node.get("$ref")
+            if isinstance(reference, str) and reference.startswith("#/$defs/"):
+                return resolve(definitions[reference.removeprefix("#/$defs/")])
+            return {key: resolve(value) for key, value in node.items()}
+        if isinstance(node, list):
+            return [resolve(value) for value in node]
+        return node
+
+    resolved: dict[str, Any] = resolve(schema)
+    return resolved
+
+
+def _references_json(references: list[Reference]) -> list[dict[str, Any]]:
+    return [reference.model_dump(mode="json") for reference in references]
+
+
+def _usage(done: DoneEvent) -> dict[str, int]:
+    prompt = done.data.usage.prompt_tokens or 0
+    answer = done.data.usage.answer_tokens
+    return {"prompt_tokens": prompt, "completion_tokens": answer, "total_tokens": prompt + answer}
+
+
+def _frame(payload: dict[str, Any] | str) -> bytes:
+    data = payload if isinstance(payload, str) else json.dumps(payload, ensure_ascii=False)
+    return f"data: {data}\n\n".encode()
+
+
+def add_openai_routes(app: FastAPI, pipeline: AnswerPipeline, settings: Settings) -> None:
+    """``GET /v1/models`` and ``POST /v1/chat/completions`` over ``pipeline``."""
+    started = int(time.time())
+
+    @app.get("/v1/models", summary="OpenAI-compatible: the one model this server answers as")
+    async def models() -> dict[str, Any]:
+        model = {"id": MODEL_ID, "object": "model", "created": started, "owned_by": MODEL_ID}
+        return {"object": "list", "data": [model]}
+
+    @app.get("/v1/models/{model}", include_in_schema=False)
+    async def model(model: str) -> Any:
+        if model != MODEL_ID:
+            return openai_error(404, f"model {model!r} does not exist; use {MODEL_ID}", "not_found")
+        return {"id": MODEL_ID, "object": "model", "created": started, "owned_by": MODEL_ID}
+
+    schema = _inlined(ChatRequest.model_json_schema())
+
+    @app.post(
+        "/v1/chat/completions",
+        summary="OpenAI-compatible chat completions, streamed or not",
+        openapi_extra={
+            "requestBody": {
+                "required": True,
+                "content": {"application/json": {"schema": schema}},
+            }
+        },
+    )
+    async def chat_completions(request: Request) -> Any:
+        try:
+            body = ChatRequest.model_validate(await request.json())
+            question, history = body.question_and_history()
+        except ValidationError as error:
+            message, param = _validation_message(error)
+            return openai_error(400, message, "bad_input", param)
+        except ValueError as error:  # not JSON, or not UTF-8
+            return openai_error(400, f"the body is not JSON text ({error})", "bad_input")
+        except _RequestError as error:
+            return openai_error(400, str(error), "bad_input", error.param)
+        if len(question) > settings.max_question_chars:
+            message = (
+                f"the question is {len(question):,} characters; the limit is "
+                f"{settings.max_question_chars:,}. Ask something shorter."
+            )
+            return openai_error(400, message, "bad_input", "messages")
+        request_id = uuid.uuid4().hex
+        completion_id = f"chatcmpl-{request_id}"
+        options: dict[str, Any] = {
+            "history": history,
+            "live_citations": True,
+            "request_id": request_id,
+        }
+        if not body.stream:
+            return await _complete(pipeline, settings, question, options, completion_id)
+        include_usage = body.stream_options is not None and body.stream_options.include_usage
+        frames = _stream(pipeline, settings, question, options, completion_id, include_usage)
+        return EventSourceResponse(
+            frames, headers={"Cache-Control": "no-cache, no-transform", "X-Accel-Buffering": "no"}
+        )
+
+
+def _completion_fields(done: DoneEvent) -> dict[str, Any]:
+    references = done.data.references
+    return {
+        "references": _references_json(references),
+        "citations": [reference_link(reference) for reference in references],
+    }
+
+
+async def _complete(
+    pipeline: AnswerPipeline,
+    settings: Settings,
+    question: str,
+    options: dict[str, Any],
+    completion_id: str,
+) -> Any:
+    done: DoneEvent | None = None
+    failure: ErrorEvent | None = None
+    async for event in pipeline.astream(question, **options):
+        if isinstance(event, ErrorEvent):
+            failure = event
+        elif isinstance(event, DoneEvent):
+            done = event
+    assert done is not None  # astream always ends with done
+    if failure is not None:
+        status = ReactomeAnswersError.http_status_for(failure.data.code)
+        return openai_error(status, failure.data.message, failure.data.code)
+    tail = sources_markdown(done.data.references) if settings.openai_sources else ""
+    return {
+        "id": completion_id,
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": MODEL_ID,
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": done.data.text + tail},
+                "finish_reason": "stop",
+            }
+        ],
+        "usage": _usage(done),
+        **_completion_fields(done),
+    }
+
+
+async def _stream(
+    pipeline: AnswerPipeline,
+    settings: Settings,
+    question: str,
+    options: dict[str, Any],
+    completion_id: str,
+    include_usage: bool,
+) -> AsyncIterator[bytes]:
+    created = int(time.time())
+
+    def chunk(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> bytes:
+        return _frame(
+            {
+                "id": completion_id,
+                "object": "chat.completion.chunk",
+                "created": created,
+                "model": MODEL_ID,
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+                **extra,
+            }
+        )
+
+    events = pipeline.astream(question, **options)
+    try:
+        yield chunk({"role": "assistant", "content": ""})
+        streamed = False
+        failed = False
+        async for event in events:
+            if isinstance(event, TokenEvent):
+                streamed = True
+                yield chunk({"content": event.data.text})
+            elif isinstance(event, ErrorEvent):
+                failed = True
+                status = ReactomeAnswersError.http_status_for(event.data.code)
+                kind = "invalid_request_error" if status < 500 else "server_error"
+                error = {"message": event.data.message, "type": kind, "code": event.data.code}
+                yield _frame({"error": error})
+            elif isinstance(event, DoneEvent):
+                if failed:
+                    break
+                # A refusal, nothing found, or a model that did not stream: the whole text.
+                text = "" if streamed else event.data.text
+                if settings.openai_sources:
+                    text += sources_markdown(event.data.references)
+                if text:
+                    yield chunk({"content": text})
+                yield chunk({}, "stop", **_completion_fields(event))
+                if include_usage:
+                    yield _frame(
+                        {
+                            "id": completion_id,
+                            "object": "chat.completion.chunk",
+                            "created": created,
+                            "model": MODEL_ID,
+                            "choices": [],
+                            "usage": _usage(event),
+                        }
+                    )
+        yield _frame("[DONE]")
+    finally:
+        # A client that went away lands here: closing the stream cancels the model, shielded
+        # from the cancelled scope around us.
+        with anyio.CancelScope(shield=True):
+            await events.aclose()

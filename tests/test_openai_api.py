@@ -1,0 +1,197 @@
+"""The OpenAI chat-completions protocol, driven through `serve` on 127.0.0.1 by clients we did
+not write: the ``openai`` package and LangChain's ``ChatOpenAI``. What they assemble must be
+what ``/v1/answer`` gives for the same question, and their citations its final references."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import openai
+import pytest
+from langchain_core.messages import HumanMessage
+from langchain_openai import ChatOpenAI
+
+from app._links import reference_link, sources_markdown
+from callbacks.events import Reference
+from tests.support.servers import Served, serve_command
+
+QUESTION = "What causes Tangier disease?"
+GUIDE_QUESTION = "How do I export a pathway diagram?"
+
+
+@pytest.fixture(scope="module")
+def served(sample_home: Path) -> Iterator[Served]:
+    with serve_command(sample_home) as server:
+        yield server
+
+
+@pytest.fixture
+def client(served: Served) -> openai.OpenAI:
+    # A local server takes no key; the client insists on one, so give it anything.
+    return openai.OpenAI(base_url=f"{served.base}/v1", api_key="unused", max_retries=0)
+
+
+def native(served: Served, question: str, **body: Any) -> dict[str, Any]:
+    response = httpx.post(
+        f"{served.base}/v1/answer", json={"question": question, **body}, timeout=120
+    )
+    assert response.status_code == 200, response.text
+    result: dict[str, Any] = response.json()
+    return result
+
+
+def expected_content(answer: dict[str, Any]) -> str:
+    references = [Reference.model_validate(r) for r in answer["references"]]
+    return str(answer["text"]) + sources_markdown(references)
+
+
+def links(answer: dict[str, Any]) -> list[str]:
+    return [reference_link(Reference.model_validate(r)) for r in answer["references"]]
+
+
+def test_the_one_model_is_listed(client: openai.OpenAI) -> None:
+    assert [model.id for model in client.models.list()] == ["reactome-answers"]
+
+
+def test_a_completion_is_the_native_answer_with_its_sources(
+    client: openai.OpenAI, served: Served
+) -> None:
+    answer = native(served, QUESTION)
+    assert answer["references"], "the sample answers this with sources"
+
+    completion = client.chat.completions.create(
+        model="reactome-answers", messages=[{"role": "user", "content": QUESTION}]
+    )
+
+    (choice,) = completion.choices
+    assert choice.finish_reason == "stop"
+    assert choice.message.content == expected_content(answer)
+    assert "\n\nSources:\n1. [" in (choice.message.content or "")
+    extra = completion.model_extra or {}
+    assert extra["references"] == answer["references"]
+    assert extra["citations"] == links(answer)
+    assert completion.usage is not None
+    assert completion.usage.completion_tokens > 0
+
+
+def test_a_streamed_completion_assembles_to_the_same_text(
+    client: openai.OpenAI, served: Served
+) -> None:
+    answer = native(served, QUESTION)
+    stream = client.chat.completions.create(
+        model="reactome-answers",
+        messages=[
+            {"role": "system", "content": "Be brief."},
+            {"role": "user", "content": QUESTION},
+        ],
+        stream=True,
+        stream_options={"include_usage": True},
+    )
+    chunks = list(stream)
+
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text == expected_content(answer)
+    assert sum(1 for c in chunks if c.choices and c.choices[0].delta.content) > 3  # streamed
+    (last,) = [c for c in chunks if c.choices and c.choices[0].finish_reason]
+    assert last.choices[0].finish_reason == "stop"
+    assert (last.model_extra or {})["references"] == answer["references"]
+    assert (last.model_extra or {})["citations"] == links(answer)
+    assert chunks[-1].choices == []
+    assert chunks[-1].usage is not None
+    assert chunks[-1].usage.completion_tokens > 0
+
+
+def test_langchains_chat_openai_pointed_at_us_gets_the_same_answer(served: Served) -> None:
+    answer = native(served, QUESTION)
+    model = ChatOpenAI(
+        base_url=f"{served.base}/v1", api_key="unused", model="reactome-answers", max_retries=0
+    )
+    assert model.invoke([HumanMessage(QUESTION)]).content == expected_content(answer)
+    streamed = "".join(str(chunk.content) for chunk in model.stream([HumanMessage(QUESTION)]))
+    assert streamed == expected_content(answer)
+
+
+def test_earlier_turns_are_the_history(client: openai.OpenAI, served: Served) -> None:
+    first = client.chat.completions.create(
+        model="reactome-answers", messages=[{"role": "user", "content": "What does ABCA1 do?"}]
+    )
+    turns: list[Any] = [
+        {"role": "user", "content": "What does ABCA1 do?"},
+        {"role": "assistant", "content": first.choices[0].message.content},
+        {"role": "user", "content": "What disease does a defect in it cause?"},
+    ]
+    completion = client.chat.completions.create(model="reactome-answers", messages=turns)
+
+    history = [
+        ("user", "What does ABCA1 do?"),
+        ("assistant", native(served, "What does ABCA1 do?")["text"]),
+    ]
+    answer = native(
+        served,
+        "What disease does a defect in it cause?",
+        history=[{"role": role, "content": text} for role, text in history],
+    )
+    assert completion.choices[0].message.content == expected_content(answer)
+    assert (completion.model_extra or {})["references"] == answer["references"]
+
+
+def test_a_refused_question_is_an_ordinary_completion_saying_why(client: openai.OpenAI) -> None:
+    completion = client.chat.completions.create(
+        model="reactome-answers",
+        messages=[{"role": "user", "content": "Can I double my dose of warfarin?"}],
+    )
+    assert completion.choices[0].finish_reason == "stop"
+    assert "doctor or pharmacist" in (completion.choices[0].message.content or "")
+    assert (completion.model_extra or {})["citations"] == []
+
+
+def test_bad_requests_get_openais_error_shape(client: openai.OpenAI, served: Served) -> None:
+    with pytest.raises(openai.BadRequestError) as raised:
+        client.chat.completions.create(
+            model="reactome-answers", messages=[{"role": "system", "content": "Hello"}]
+        )
+    assert raised.value.status_code == 400
+    body = raised.value.body
+    assert isinstance(body, dict)
+    assert body["type"] == "invalid_request_error"
+    assert "no user message" in body["message"]
+
+    sent: Any
+    for sent in ({"messages": []}, {"messages": [{"role": "robot", "content": "x"}]}, [1, 2]):
+        response = httpx.post(f"{served.base}/v1/chat/completions", json=sent, timeout=30)
+        assert response.status_code == 400
+        error = response.json()["error"]
+        assert set(error) == {"message", "type", "param", "code"}
+        assert error["type"] == "invalid_request_error"
+    response = httpx.post(
+        f"{served.base}/v1/chat/completions",
+        content=b"{not json",
+        headers={"Content-Type": "application/json"},
+        timeout=30,
+    )
+    assert response.status_code == 400
+    assert "not JSON" in response.json()["error"]["message"]
+
+
+def test_the_sources_list_can_be_turned_off(sample_home: Path) -> None:
+    with serve_command(sample_home, env={"REACTOME_ANSWERS_OPENAI_SOURCES": "false"}) as served:
+        client = openai.OpenAI(base_url=f"{served.base}/v1", api_key="unused", max_retries=0)
+        answer = native(served, GUIDE_QUESTION, cite_urls=False)
+        completion = client.chat.completions.create(
+            model="reactome-answers", messages=[{"role": "user", "content": GUIDE_QUESTION}]
+        )
+        assert completion.choices[0].message.content == answer["text"]
+        reply = completion.choices[0].message.content or ""
+        # Sent back as history, the turn is taken as it is.
+        follow_up = client.chat.completions.create(
+            model="reactome-answers",
+            messages=[
+                {"role": "user", "content": GUIDE_QUESTION},
+                {"role": "assistant", "content": reply},
+                {"role": "user", "content": "And as an image?"},
+            ],
+        )
+        assert follow_up.choices[0].message.content
