@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: install install-llamacpp install-browser install-node test lint typecheck unit demo bench bench-quick eval bench-ingest soak clean
+.PHONY: install install-llamacpp install-browser install-node install-ai-sdk test lint typecheck unit demo bench bench-quick eval bench-ingest soak clean
 
 # Reinstall only when the project's metadata changes; the stamp lives inside the venv so
 # deleting .venv starts over cleanly. The offline embedding model's tokenizer comes with
@@ -42,6 +42,15 @@ install-node:
 	@command -v node >/dev/null || $(APT_INSTALL) nodejs >/dev/null; }
 	@node --version
 
+# The Vercel AI SDK from the npm registry, into a folder of its own (not a global), for the
+# test that reads our /api/chat stream with the SDK's own reader; the lock file pins it.
+AI_SDK := tests/ai_sdk
+$(AI_SDK)/node_modules/.installed: $(AI_SDK)/package-lock.json | install-node
+	cd $(AI_SDK) && npm ci --silent --no-audit --no-fund
+	touch $@
+
+install-ai-sdk: $(AI_SDK)/node_modules/.installed
+
 test: lint typecheck unit
 
 lint: $(BIN)/.installed
@@ -51,7 +60,7 @@ lint: $(BIN)/.installed
 typecheck: $(BIN)/.installed
 	$(BIN)/mypy
 
-unit: $(BIN)/.installed install-browser install-node
+unit: $(BIN)/.installed install-browser install-node install-ai-sdk
 	$(BIN)/pytest
 
 demo: $(BIN)/.installed

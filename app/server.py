@@ -6,6 +6,7 @@
   comments and headers that stop proxies from buffering or caching.
 - ``GET /healthz``, ``GET /v1/collections``; OpenAPI at ``/docs``.
 - ``GET /v1/models``, ``POST /v1/chat/completions``: the OpenAI protocol (``app/_openai_api.py``).
+- ``POST /api/chat``: the Vercel AI SDK's UI message stream (``app/_ai_sdk.py``).
 - ``GET /``: the reference web client (``app/web/``), plain JavaScript with no build step.
 
 The pipeline is built once at start-up and serves concurrent requests, each with its own
@@ -28,6 +29,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
 from sse_starlette import EventSourceResponse
 
+from app._ai_sdk import add_ai_sdk_routes
 from app._errors import add_error_handlers, error_response
 from app._http import BodyLimits, RequireJSON
 from app._openai_api import add_openai_routes
@@ -231,6 +233,7 @@ def create_app(
         return EventSourceResponse(frames(), headers=STREAM_HEADERS, ping=KEEP_ALIVE_S)
 
     add_openai_routes(app, shared, settings)
+    add_ai_sdk_routes(app, shared, settings)
     add_web_client(app)
 
     # HEAD for load balancers and uptime checks that probe without reading a body.

@@ -56,6 +56,8 @@ def test_no_request_the_schema_allows_or_breaks_gets_a_server_error(
             elif "text/event-stream" in str(response.headers.get("content-type")):
                 if operation.path == "/v1/chat/completions":  # noqa: B023 (called at once)
                     check_openai_stream(response.text)
+                elif operation.path == "/api/chat":  # noqa: B023
+                    check_ui_message_stream(response.text)
                 else:
                     check_stream(parse_sse(response.text))
 
@@ -69,6 +71,15 @@ def check_openai_stream(body: str) -> None:
     for frame in frames[:-1]:
         chunk = json.loads(frame)
         assert chunk.get("object") == "chat.completion.chunk" or "error" in chunk, frame
+
+
+def check_ui_message_stream(body: str) -> None:
+    """The AI SDK's framing: JSON chunks from ``start`` to ``finish``, then ``[DONE]``."""
+    frames = [line[len("data: ") :] for line in body.splitlines() if line.startswith("data: ")]
+    assert frames[-1] == "[DONE]", body[-300:]
+    types = [json.loads(frame)["type"] for frame in frames[:-1]]
+    assert types[0] == "start"
+    assert types[-1] == "finish"
 
 
 # --- forged sources and forged model output --------------------------------------------------

@@ -1,0 +1,197 @@
+"""The Vercel AI SDK's UI message stream over the pipeline, for front-ends built on its
+``useChat`` (which posts to ``/api/chat`` by default).
+
+The request is the SDK's: ``messages``, each with a ``role`` and ``parts`` (text parts are
+read; an older ``content`` string is accepted too). The last user message is the question and
+the turns before it the history. The answer is Server-Sent Events, ``data:`` one JSON chunk
+each, with the header ``x-vercel-ai-ui-message-stream: v1``:
+
+``start``, then for each reference a ``source-url`` part as it is first cited (live
+citations: right before the text citing it), ``text-start`` / ``text-delta`` / ``text-end``
+with the answer's markers already final, ``error`` on failure, ``finish`` (its
+``messageMetadata`` holds the request id, the final state and our references), then
+``[DONE]``.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anyio
+from fastapi import FastAPI, Request
+from fastapi.responses import StreamingResponse
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from app._errors import error_response
+from app._links import reference_link
+from callbacks.events import DoneEvent, ErrorEvent, Reference, ReferenceEvent, TokenEvent
+from pipelines.pipeline import AnswerPipeline
+from pipelines.settings import Settings
+
+__all__ = ["UI_STREAM_HEADERS", "add_ai_sdk_routes"]
+
+UI_STREAM_HEADERS = {
+    "x-vercel-ai-ui-message-stream": "v1",
+    "Cache-Control": "no-cache, no-transform",
+    "X-Accel-Buffering": "no",
+}
+_MAX_TURNS = 50
+_TEXT_ID = "text-1"
+
+
+class _Part(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    type: str
+    text: str | None = None
+
+
+class _UIMessage(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    role: str
+    parts: list[_Part] = Field(default_factory=list)
+    content: str | None = None  # the SDK before version 5
+
+    def text(self) -> str:
+        texts = [part.text or "" for part in self.parts if part.type == "text"]
+        return "".join(texts) if texts else self.content or ""
+
+
+class UIChatRequest(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    messages: list[_UIMessage] = Field(min_length=1, max_length=1000)
+
+
+def _frame(chunk: dict[str, Any] | str) -> bytes:
+    data = chunk if isinstance(chunk, str) else json.dumps(chunk, ensure_ascii=False)
+    return f"data: {data}\n\n".encode()
+
+
+def _source(reference: Reference) -> dict[str, Any]:
+    return {
+        "type": "source-url",
+        "sourceId": f"reference-{reference.n}",
+        "url": reference_link(reference),
+        "title": reference.display_name,
+    }
+
+
+def add_ai_sdk_routes(app: FastAPI, pipeline: AnswerPipeline, settings: Settings) -> None:
+    """``POST /api/chat``."""
+
+    @app.post(
+        "/api/chat",
+        summary="The Vercel AI SDK's UI message stream (useChat's default endpoint)",
+        openapi_extra={
+            "requestBody": {
+                "required": True,
+                "content": {"application/json": {"schema": _request_schema()}},
+            }
+        },
+    )
+    async def chat(request: Request) -> Any:
+        try:
+            body = UIChatRequest.model_validate(await request.json())
+        except ValidationError as error:
+            problem = error.errors()[0]
+            where = ".".join(str(part) for part in problem.get("loc", ())) or "body"
+            return error_response(422, "bad_input", f"{where}: {problem.get('msg')}")
+        except ValueError as error:  # not JSON, or not UTF-8
+            return error_response(400, "bad_input", f"the body is not JSON text ({error})")
+        users = [n for n, message in enumerate(body.messages) if message.role == "user"]
+        question = body.messages[users[-1]].text() if users else ""
+        if not question.strip():
+            return error_response(422, "bad_input", "messages: no user message with text")
+        if len(question) > settings.max_question_chars:
+            message = (
+                f"the question is {len(question):,} characters; the limit is "
+                f"{settings.max_question_chars:,}. Ask something shorter."
+            )
+            return error_response(422, "bad_input", message)
+        history = [
+            (message.role, message.text())
+            for message in body.messages[: users[-1]]
+            if message.role in ("user", "assistant")
+        ][-_MAX_TURNS:]
+        return StreamingResponse(
+            _stream(pipeline, question, history),
+            media_type="text/event-stream",
+            headers=UI_STREAM_HEADERS,
+        )
+
+
+def _request_schema() -> dict[str, Any]:
+    message = {
+        "type": "object",
+        "properties": {
+            "role": {"type": "string", "examples": ["user"]},
+            "parts": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": {"type": {"type": "string"}, "text": {"type": "string"}},
+                    "required": ["type"],
+                },
+            },
+        },
+        "required": ["role"],
+    }
+    return {
+        "type": "object",
+        "properties": {"messages": {"type": "array", "items": message, "minItems": 1}},
+        "required": ["messages"],
+    }
+
+
+async def _stream(
+    pipeline: AnswerPipeline, question: str, history: list[tuple[str, str]]
+) -> AsyncIterator[bytes]:
+    request_id = uuid.uuid4().hex
+    events = pipeline.astream(question, history=history, live_citations=True, request_id=request_id)
+    sent: set[int] = set()  # references already sent as source parts
+    text_open = False
+    failed = False
+    try:
+        yield _frame({"type": "start", "messageId": request_id})
+        async for event in events:
+            if isinstance(event, ReferenceEvent):
+                sent.add(event.data.n)
+                yield _frame(_source(event.data))
+            elif isinstance(event, TokenEvent):
+                if not text_open:
+                    text_open = True
+                    yield _frame({"type": "text-start", "id": _TEXT_ID})
+                yield _frame({"type": "text-delta", "id": _TEXT_ID, "delta": event.data.text})
+            elif isinstance(event, ErrorEvent):
+                failed = True
+                yield _frame({"type": "error", "errorText": event.data.message})
+            elif isinstance(event, DoneEvent):
+                done = event.data
+                # References no token announced (a model that did not stream), in order.
+                for reference in done.references:
+                    if reference.n not in sent:
+                        yield _frame(_source(reference))
+                if not text_open and done.text and not failed:
+                    text_open = True
+                    yield _frame({"type": "text-start", "id": _TEXT_ID})
+                    yield _frame({"type": "text-delta", "id": _TEXT_ID, "delta": done.text})
+                if text_open:
+                    yield _frame({"type": "text-end", "id": _TEXT_ID})
+                metadata = {
+                    "request_id": request_id,
+                    "state": done.state,
+                    "references": [r.model_dump(mode="json") for r in done.references],
+                }
+                finish = "error" if failed else "stop"
+                yield _frame(
+                    {"type": "finish", "finishReason": finish, "messageMetadata": metadata}
+                )
+        yield _frame("[DONE]")
+    finally:
+        with anyio.CancelScope(shield=True):
+            await events.aclose()

@@ -1,0 +1,118 @@
+"""``/api/chat`` read by the Vercel AI SDK itself (the ``ai`` package from the npm registry,
+installed into tests/ai_sdk by ``make install-ai-sdk``): the message its reader assembles must
+hold ``done.text`` as its text and ``done.references`` as its source parts, in order."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from app._links import reference_link
+from callbacks.events import Reference
+from tests.support.servers import Served, serve_command
+
+READER = Path(__file__).parent / "ai_sdk" / "read_ui_stream.mjs"
+
+
+@pytest.fixture(scope="module")
+def served(sample_home: Path) -> Iterator[Served]:
+    if not (READER.parent / "node_modules" / "ai").is_dir():
+        pytest.fail("the AI SDK is not installed: run `make install-ai-sdk` (make test does)")
+    with serve_command(sample_home) as server:
+        yield server
+
+
+def read_with_the_sdk(base: str, turns: list[tuple[str, str]]) -> dict[str, Any]:
+    node = shutil.which("node")
+    assert node is not None, "node is missing: make install-node"
+    messages = json.dumps([{"role": role, "text": text} for role, text in turns])
+    done = subprocess.run(
+        [node, str(READER), base, messages],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=READER.parent,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    result: dict[str, Any] = json.loads(done.stdout)
+    return result
+
+
+def native(
+    base: str, question: str, history: list[tuple[str, str]] | None = None
+) -> dict[str, Any]:
+    turns = [{"role": role, "content": text} for role, text in history or []]
+    body = {"question": question, "history": turns}
+    response = httpx.post(f"{base}/v1/answer", json=body, timeout=120)
+    assert response.status_code == 200, response.text
+    answer: dict[str, Any] = response.json()
+    return answer
+
+
+def sources_of(answer: dict[str, Any]) -> list[dict[str, str]]:
+    references = [Reference.model_validate(r) for r in answer["references"]]
+    return [{"url": reference_link(r), "title": r.display_name} for r in references]
+
+
+def test_the_sdk_reads_our_answer_with_its_sources_in_order(served: Served) -> None:
+    question = "What causes Tangier disease?"
+    answer = native(served.base, question)
+    assert answer["references"]
+
+    message = read_with_the_sdk(served.base, [("user", question)])
+
+    assert message["errors"] == []
+    assert message["header"] == "v1"
+    assert message["text"] == answer["text"]
+    assert message["sources"] == sources_of(answer)
+    assert message["metadata"]["references"] == answer["references"]
+    chunks = message["chunks"]
+    types = [chunk["type"] for chunk in chunks]
+    assert types[0] == "start"
+    assert types[-1] == "finish"
+    # Each source arrives right before the text that first cites it: its marker is not in the
+    # text so far, and is in the text once the next deltas arrive.
+    for position, chunk in enumerate(chunks):
+        if chunk["type"] == "source-url":
+            marker = f"[{chunk['sourceId'].removeprefix('reference-')}]"
+            so_far = "".join(c.get("delta", "") for c in chunks[:position])
+            assert marker not in so_far
+            assert marker in so_far + "".join(c.get("delta", "") for c in chunks[position:])
+    assert types.index("source-url") < max(i for i, t in enumerate(types) if t == "text-delta")
+    assert types.count("text-delta") > 3  # streamed, not sent whole
+
+
+def test_a_follow_up_is_answered_with_the_conversation(served: Served) -> None:
+    first = native(served.base, "What does ABCA1 do?")
+    turns = [
+        ("user", "What does ABCA1 do?"),
+        ("assistant", str(first["text"])),
+        ("user", "What disease does a defect in it cause?"),
+    ]
+    message = read_with_the_sdk(served.base, turns)
+    answer = native(served.base, turns[-1][1], turns[:-1])
+    assert message["text"] == answer["text"]
+    assert message["sources"] == sources_of(answer)
+
+
+def test_a_refusal_is_text_without_sources(served: Served) -> None:
+    message = read_with_the_sdk(served.base, [("user", "Can I double my dose of warfarin?")])
+    assert "doctor or pharmacist" in message["text"]
+    assert message["sources"] == []
+    assert message["metadata"]["state"] == "refused"
+
+
+def test_a_request_without_a_question_is_refused_in_our_error_shape(served: Served) -> None:
+    body: Any
+    for body in ({"messages": []}, {"messages": [{"role": "assistant", "parts": []}]}, [1]):
+        response = httpx.post(f"{served.base}/api/chat", json=body, timeout=30)
+        assert response.status_code == 422
+        assert response.json()["error"]["code"] == "bad_input"
