@@ -16,7 +16,9 @@ result).
     for event in pipeline.stream("What does IDH1 R132H do?"):
         print(event.type, event.data)              # start, citation..., token..., done
 
-``ainvoke`` and ``astream`` are the same for asyncio. ``pipeline.chain`` is the underlying
+``ainvoke`` and ``astream`` are the same for asyncio. ``pipeline.as_runnable()`` is the whole
+request as a LangChain Runnable that dispatches our events as custom events (``_runnable``),
+for LCEL chains and LangGraph nodes. ``pipeline.chain`` is the underlying
 LangChain Runnable (``{"question", "history", "collections", "cite_urls"}`` -> answer text);
 it works with LangChain's own ``astream_events``. Each call builds its own
 :class:`AnswerEventHandler`, so one pipeline serves concurrent requests.
@@ -24,5 +26,6 @@ it works with LangChain's own ``astream_events``. Each call builds its own
 
 from pipelines.pipeline._answer import NOTHING_FOUND, AnswerPipeline, History
 from pipelines.pipeline._result import answer_result
+from pipelines.pipeline._runnable import PipelineRunnable
 
-__all__ = ["NOTHING_FOUND", "AnswerPipeline", "History", "answer_result"]
+__all__ = ["NOTHING_FOUND", "AnswerPipeline", "History", "PipelineRunnable", "answer_result"]

@@ -30,6 +30,7 @@ from pipelines.pipeline._chain import answer_chain, tagged_retriever
 from pipelines.pipeline._logs import RequestLogs
 from pipelines.pipeline._releases import ReleaseCache
 from pipelines.pipeline._result import answer_result
+from pipelines.pipeline._runnable import PipelineRunnable
 from pipelines.pipeline._sync import SyncRunner
 from pipelines.questions import ADVICE_REFUSAL, Refusal, rule_refusal
 from pipelines.redaction import one_line, redact_secrets, warn_not_done
@@ -160,6 +161,13 @@ class AnswerPipeline:
             cite_urls=self.settings.cite_urls,
             takes_options=self._retriever is None,
         )
+
+    def as_runnable(self) -> PipelineRunnable:
+        """This pipeline as a LangChain Runnable for LCEL chains and LangGraph nodes: input
+        ``{"question", "history"?, "collections"?, "cite_urls"?, "live_citations"?}``, output
+        the JSON result; each event is dispatched as a custom event named after its type, so
+        ``astream_events`` shows them (``pipeline.chain`` is the inner chain, raw text)."""
+        return PipelineRunnable(self)
 
     @cached_property
     def advice_gate(self) -> AdviceGate | None:
