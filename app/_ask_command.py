@@ -5,13 +5,20 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from app._ingest_commands import collection_list
 from app._links import reference_link
-from callbacks.events import DoneEvent, Event, TokenEvent, to_jsonl
+from callbacks.events import DoneData, DoneEvent, Event, TokenEvent, to_jsonl
+from pipelines.errors import InputError
 from pipelines.settings import Settings
 
-__all__ = ["add_ask_arguments", "cmd_ask"]
+if TYPE_CHECKING:
+    from pipelines.pipeline import AnswerPipeline
+
+__all__ = ["add_answer_options", "add_ask_arguments", "cmd_ask", "print_answer", "read_history"]
 
 
 def add_ask_arguments(parser: argparse.ArgumentParser) -> None:
@@ -23,6 +30,18 @@ def add_ask_arguments(parser: argparse.ArgumentParser) -> None:
     output.add_argument(
         "--events", action="store_true", help="print every event as one JSON line, as it happens"
     )
+    add_answer_options(parser)
+    parser.add_argument(
+        "--history",
+        type=Path,
+        metavar="FILE",
+        help='earlier turns of the conversation, as JSON: [{"role": "user" or "assistant", '
+        '"content": "..."}, ...]',
+    )
+
+
+def add_answer_options(parser: argparse.ArgumentParser) -> None:
+    """The options ``ask`` and ``chat`` share."""
     parser.add_argument(
         "--live-citations",
         action=argparse.BooleanOptionalAction,
@@ -38,21 +57,58 @@ def add_ask_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def cmd_ask(args: argparse.Namespace, settings: Settings) -> int:
-    from pipelines.pipeline import AnswerPipeline, answer_result
+def read_history(path: Path) -> list[tuple[str, str]]:
+    """Earlier turns from a JSON file: ``[{"role": "user" or "assistant", "content": "..."}]``,
+    as the HTTP API's ``history`` takes them."""
+    fix = 'give a JSON list like [{"role": "user", "content": "..."}, {"role": "assistant", ...}]'
+    try:
+        turns = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as error:
+        raise InputError(f"--history {path}: cannot read it ({error.strerror})", fix=fix) from error
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise InputError(f"--history {path}: not JSON ({error})", fix=fix) from error
+    if not isinstance(turns, list):
+        raise InputError(f"--history {path}: not a list of turns", fix=fix)
+    history = []
+    for number, turn in enumerate(turns, start=1):
+        role = turn.get("role") if isinstance(turn, dict) else None
+        content = turn.get("content") if isinstance(turn, dict) else None
+        if role not in ("user", "assistant") or not isinstance(content, str):
+            raise InputError(
+                f"--history {path}: turn {number} needs a role (user or assistant) and a "
+                "content string",
+                fix=fix,
+            )
+        history.append((role, content))
+    return history
 
-    pipeline = AnswerPipeline(settings)
+
+def print_answer(
+    pipeline: AnswerPipeline,
+    question: str,
+    args: argparse.Namespace,
+    history: Sequence[tuple[str, str]] = (),
+) -> DoneData:
+    """Stream one answer to stdout as ``ask`` shows it (a failure's message to stderr); the
+    ``done`` data."""
+    from pipelines.pipeline import answer_result
+
+    # chat has neither option: it always prints the answer as text.
+    as_json, as_events = getattr(args, "json", False), getattr(args, "events", False)
     streamed: list[str] = []
     events: list[Event] = []
     answer = pipeline.stream(
-        args.question, collections=args.collections, live_citations=args.live_citations
+        question,
+        history=history,
+        collections=args.collections,
+        live_citations=args.live_citations,
     )
     for event in answer:
         events.append(event)
-        if args.events:
+        if as_events:
             sys.stdout.write(to_jsonl(event))
             sys.stdout.flush()
-        elif isinstance(event, TokenEvent) and not args.json:
+        elif isinstance(event, TokenEvent) and not as_json:
             streamed.append(event.data.text)
             sys.stdout.write(event.data.text)
             sys.stdout.flush()
@@ -60,9 +116,9 @@ def cmd_ask(args: argparse.Namespace, settings: Settings) -> int:
     done = events[-1]
     assert isinstance(done, DoneEvent)
     data = done.data
-    if args.json:
+    if as_json:
         print(json.dumps(result, indent=2))
-    elif not args.events:
+    elif not as_events:
         if not streamed:
             print(data.text)
         elif data.text != "".join(streamed):
@@ -78,6 +134,13 @@ def cmd_ask(args: argparse.Namespace, settings: Settings) -> int:
     if data.state == "failed":
         message = result.get("error", {}).get("message") or "the answer failed"
         print(f"reactome-answers: error: {message}", file=sys.stderr)
-        return 1
+    return data
+
+
+def cmd_ask(args: argparse.Namespace, settings: Settings) -> int:
+    from pipelines.pipeline import AnswerPipeline
+
+    history = read_history(args.history) if args.history else []
+    data = print_answer(AnswerPipeline(settings), args.question, args, history)
     # A refused question is the caller's input to fix, as with any bad argument.
-    return 1 if data.state == "refused" else 0
+    return 1 if data.state in ("failed", "refused") else 0

@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from importlib.metadata import PackageNotFoundError, version
 
 from app._ask_command import add_ask_arguments, cmd_ask
+from app._chat_command import add_chat_arguments, cmd_chat
 from app._ingest_commands import add_ingest_arguments, cmd_collections, cmd_ingest
 from app._logs_commands import add_logs_arguments, add_replay_arguments, cmd_logs, cmd_replay
 from app._options import CommandParser, port_number
@@ -91,6 +92,11 @@ _COMMANDS: dict[str, tuple[str, _Handler, _Arguments | None]] = {
         "answer a question from the ingested collections, streaming, with its sources",
         cmd_ask,
         add_ask_arguments,
+    ),
+    "chat": (
+        "a conversation in the terminal: each question asked with the turns before it",
+        cmd_chat,
+        add_chat_arguments,
     ),
     "ingest": (
         "ingest the sample corpus, a folder of Reactome release files, or a download",

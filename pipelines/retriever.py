@@ -49,11 +49,22 @@ from pipelines.redaction import one_line, redact_secrets
 from pipelines.settings import Settings
 from pipelines.tags import EXPANDER_TAG
 
-__all__ = ["EXPANSION_FALLBACK", "RANKINGS", "Ranking", "ReactomeRetriever"]
+__all__ = ["EXPANSION", "EXPANSION_FALLBACK", "RANKINGS", "Ranking", "ReactomeRetriever"]
 
 # The custom callback event that says the expander's own expansion was not used, and why;
 # the event log records it.
 EXPANSION_FALLBACK = "reactome-answers:expansion-fallback"
+# The custom callback event that records what was searched for: the standalone question (made
+# from the history) first, then the alternative queries, and the collections. The event log
+# keeps it, so a conversation's follow-up shows what it was taken to mean.
+EXPANSION = "reactome-answers:expansion"
+
+
+def _expansion_data(expansion: Expansion, collections: Sequence[str]) -> dict[str, Any]:
+    return {
+        "queries": [redact_secrets(query) for query in expansion.queries],
+        "collections": list(collections),
+    }
 
 
 def stop_if_personal_advice(expansion: Expansion) -> None:
@@ -589,6 +600,9 @@ class ReactomeRetriever(BaseRetriever):
                 EXPANSION_FALLBACK, _fallback_data(expansion), run_id=run_manager.run_id
             )
         chosen = self._collections_for(expansion, collections)
+        run_manager.get_child().on_custom_event(
+            EXPANSION, _expansion_data(expansion, chosen), run_id=run_manager.run_id
+        )
         return self.search(expansion, chosen, k or self.k, question=query)
 
     async def _aget_relevant_documents(
@@ -607,6 +621,9 @@ class ReactomeRetriever(BaseRetriever):
                 EXPANSION_FALLBACK, _fallback_data(expansion), run_id=run_manager.run_id
             )
         chosen = self._collections_for(expansion, collections)
+        await run_manager.get_child().on_custom_event(
+            EXPANSION, _expansion_data(expansion, chosen), run_id=run_manager.run_id
+        )
         return await asyncio.to_thread(
             functools.partial(self.search, expansion, chosen, k or self.k, question=query)
         )

@@ -288,7 +288,15 @@ class AnswerPipeline:
                 asyncio.to_thread(
                     self._logs.open,
                     request_id,
-                    {"question": shown, "normalized_question": redact_secrets(normalized)},
+                    {
+                        "question": shown,
+                        "normalized_question": redact_secrets(normalized),
+                        # What the expander and the model saw before the question.
+                        "history": [
+                            {"role": role, "content": redact_secrets(content)}
+                            for role, content in history
+                        ],
+                    },
                     collections,
                     options,
                 )

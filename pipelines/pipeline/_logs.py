@@ -35,7 +35,7 @@ class RequestLogs:
     def open(
         self,
         request_id: str,
-        questions: dict[str, str],
+        questions: dict[str, Any],
         collections: Sequence[str] | None,
         options: dict[str, Any],
     ) -> EventLog | None:
