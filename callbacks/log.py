@@ -1,11 +1,12 @@
 """Event logs: one JSONL file per request, enough to replay what the handler saw.
 
 Line 1 is a header (``kind: "header"``: schema version, request id, question, the earlier
-turns of the conversation, settings digest, collections and their release, created_at). Every later line is either a raw record
-of something the handler received (``kind: "callback"``: the hook's name and its arguments,
-documents and tokens included) or a public event it emitted (``kind: "event"``), in the
-order they happened. Each line is flushed as it is written, so a crash loses nothing already
-emitted, and a log that cannot be written is reported once without stopping the answer.
+turns of the conversation, settings digest, collections and their release, created_at). Every
+later line is either a raw record of something the handler received (``kind: "callback"``:
+the hook's name and its arguments, documents and tokens included) or a public event it
+emitted (``kind: "event"``), in the order they happened. Each line is flushed as it is
+written, so a crash loses nothing already emitted, and a log that cannot be written is
+reported once without stopping the answer.
 """
 
 from __future__ import annotations
