@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 from callbacks.log import read_log
+from pipelines.retriever import EXPANSION
 from tests.support.cli import cli
 
 FIRST = "What does ABCA1 do?"
@@ -22,7 +23,7 @@ def _searched_for(path: Path) -> list[str]:
     (record,) = [
         r["data"]
         for r in read_log(path).callbacks
-        if r["hook"] == "custom_event" and r["name"] == "reactome-answers:expansion"
+        if r["hook"] == "custom_event" and r["name"] == EXPANSION
     ]
     return list(record["queries"])
 

@@ -18,6 +18,7 @@ import pytest
 from callbacks.events import CitationEvent, Event, StartEvent
 from callbacks.log import read_log
 from callbacks.replay import comparable
+from pipelines.retriever import EXPANSION
 from tests.support.fake_openai import FakeChat, fake_chat
 from tests.support.invariants import check_stream
 from tests.support.servers import serve_command
@@ -101,7 +102,8 @@ def test_two_hundred_concurrent_streams_stay_apart(sample_home: Path, chat: Fake
         (path,) = (sample_home / "logs").glob(f"*-{done.request_id}.jsonl")
         log = read_log(path)
         assert [comparable(e) for e in log.events] == [comparable(e) for e in events]
-        assert not [record for record in log.callbacks if record["hook"] == "custom_event"]
+        custom = [r["name"] for r in log.callbacks if r["hook"] == "custom_event"]
+        assert custom == [EXPANSION]  # what was searched for; no fallback, no refusal
     assert len(request_ids) == STREAMS
     # One expander call and one answer call per request: no retries, nothing asked twice.
     assert len(chat.requests) == 2 * (STREAMS + len(alone))
