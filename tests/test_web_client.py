@@ -412,3 +412,69 @@ def test_a_live_answer_keeps_its_text_and_lists_each_source_as_it_is_cited(
             == retrieved
         )
         assert page.problems == []
+
+
+# --- a conversation ---------------------------------------------------------------------------
+
+FIRST = "What does ABCA1 do?"
+FOLLOW_UP = "What disease does a defect in it cause?"
+
+
+def wait_settled(page: Any, turns_before: int) -> None:
+    page.wait_for_function(
+        "n => document.querySelectorAll('#conversation .turn').length === n && "
+        "!['', 'streaming'].includes(document.getElementById('answer').dataset.state || '')",
+        arg=turns_before,
+        timeout=90_000,
+    )
+
+
+def test_a_conversation_keeps_earlier_turns_and_sends_them_as_history(
+    page: Any, served: str
+) -> None:
+    bodies = asked_bodies(page)
+    page.goto(f"{served}/")
+    page.fill("#question", FIRST)
+    page.press("#question", "Enter")  # Enter asks
+    wait_settled(page, 0)
+    first_text = page.text_content("#answer")
+    first_sources = shown_sources(page)
+    assert first_sources
+    assert page.input_value("#question") == ""  # ready for the next question
+
+    page.fill("#question", "What disease")
+    page.press("#question", "Shift+Enter")  # a new line, not a question
+    assert page.input_value("#question") == "What disease\n"
+    assert len(bodies) == 1
+    page.fill("#question", FOLLOW_UP)
+    page.press("#question", "Enter")
+    wait_settled(page, 1)
+
+    # The first turn is still on the page, with its own question, answer and Sources.
+    earlier = page.locator("#conversation .turn")
+    assert earlier.locator(".asked").text_content() == FIRST
+    assert earlier.locator(".answer").text_content() == first_text
+    earlier_sources = earlier.locator("li").evaluate_all(
+        "items => items.map(li => [li.dataset.n, li.dataset.source,"
+        " li.querySelector('.name').textContent])"
+    )
+    assert [tuple(row) for row in earlier_sources] == first_sources
+    assert page.text_content("#asked") == FOLLOW_UP
+
+    # The follow-up went with the conversation, and the page shows the server's answer to it.
+    history = [{"role": "user", "content": FIRST}, {"role": "assistant", "content": first_text}]
+    assert [body.get("history", []) for body in bodies] == [[], history]
+    done = check_stream(sse_events(served, {"question": FOLLOW_UP, "history": history}))
+    assert page.text_content("#answer") == done.data.text
+    assert shown_sources(page) == expected_sources(done.data.references)
+    assert "ABCA1" in done.data.text
+
+    # A new conversation clears the page, and the next question goes alone.
+    page.click("#new-conversation")
+    assert page.locator("#conversation .turn").count() == 0
+    assert page.text_content("#answer") == ""
+    page.fill("#question", FOLLOW_UP)
+    page.press("#question", "Enter")
+    wait_settled(page, 0)
+    assert bodies[-1].get("history", []) == []
+    assert page.problems == []

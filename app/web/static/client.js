@@ -238,6 +238,12 @@ class AnswerState {
 
 const page = {};
 let current = null; // the AbortController of the request in flight
+// The conversation so far, as the server takes it as history: each answered question and its
+// final text. The server keeps the last 50 turns of at most 20,000 characters each.
+const conversation = [];
+const MAX_TURNS = 50;
+const MAX_TURN_CHARS = 20000;
+let turnOnPage = false; // a finished answer is showing, to keep above the next one
 
 function sourceHref(source) {
   if (source.st_id) return `${SITE}/content/detail/${encodeURIComponent(source.st_id)}`;
@@ -443,12 +449,54 @@ function settle(state, status) {
   setStatus(status);
 }
 
+function keepTurn() {
+  // The finished answer on the page becomes an earlier turn: a copy of its question, text and
+  // Sources (without ids, so the page's own elements stay the current answer's).
+  const turn = document.createElement("section");
+  turn.className = "turn";
+  for (const element of [page.asked, page.answer, page.sourcesSection]) {
+    if (element.hidden) continue;
+    const copy = element.cloneNode(true);
+    copy.removeAttribute("id");
+    for (const inner of copy.querySelectorAll("[id]")) inner.removeAttribute("id");
+    turn.append(copy);
+  }
+  page.conversation.append(turn);
+}
+
+function history() {
+  return conversation.slice(-MAX_TURNS).map((turn) => ({
+    role: turn.role,
+    content: turn.content.slice(0, MAX_TURN_CHARS),
+  }));
+}
+
+function newConversation() {
+  if (current) current.abort();
+  conversation.length = 0;
+  turnOnPage = false;
+  page.conversation.replaceChildren();
+  reset();
+  page.answer.removeAttribute("data-state");
+  page.answer.removeAttribute("aria-busy");
+  page.asked.textContent = "";
+  page.asked.hidden = true;
+  page.newConversation.hidden = true;
+  setStatus("");
+  page.question.focus();
+}
+
 async function ask(question, citeUrls) {
   // Asking again abandons the answer in flight (the server then stops its model).
   if (current) current.abort();
+  else if (turnOnPage) keepTurn();
+  turnOnPage = false;
   const controller = new AbortController();
   current = controller;
   reset();
+  page.asked.textContent = question;
+  page.asked.hidden = false;
+  page.newConversation.hidden = false;
   setStatus("Searching Reactome\u2026");
 
   const answer = new AnswerState();
@@ -472,6 +520,7 @@ async function ask(question, citeUrls) {
     // A server without live citations ignores the field; start then says it is off.
     const body = { question, live_citations: true };
     if (citeUrls) body.cite_urls = true;
+    if (conversation.length) body.history = history();
     const response = await fetch("/v1/answer/stream", {
       method: "POST",
       headers: { "Content-Type": "application/json", Accept: "text/event-stream" },
@@ -495,6 +544,15 @@ async function ask(question, citeUrls) {
         showError(event.data.message);
       } else if (event.type === "done") {
         finish(answer, draw);
+        if (current === controller) {
+          turnOnPage = true;
+          if (answer.done.state === "answered") {
+            conversation.push(
+              { role: "user", content: question },
+              { role: "assistant", content: answer.done.text },
+            );
+          }
+        }
       }
     }
     if (answer.done === null) {
@@ -528,20 +586,32 @@ function finish(answer, draw) {
 
 if (typeof document !== "undefined") {
   document.addEventListener("DOMContentLoaded", () => {
-    for (const id of ["answer", "error", "status", "sources", "retrieved", "question"]) {
+    for (const id of ["answer", "error", "status", "sources", "retrieved", "question", "asked",
+                      "conversation"]) {
       page[id] = document.getElementById(id);
     }
+    page.newConversation = document.getElementById("new-conversation");
+    page.newConversation.addEventListener("click", newConversation);
+    const form = document.getElementById("ask");
+    page.question.addEventListener("keydown", (event) => {
+      // Enter asks; Shift+Enter is a new line (and so is Enter while an input method composes).
+      if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+        event.preventDefault();
+        form.requestSubmit();
+      }
+    });
     page.sourcesSection = document.getElementById("sources-section");
     page.retrievedSection = document.getElementById("retrieved-section");
     page.retrievedSummary = document.getElementById("retrieved-summary");
     page.citeUrls = document.getElementById("cite-urls");
-    document.getElementById("ask").addEventListener("submit", (event) => {
+    form.addEventListener("submit", (event) => {
       event.preventDefault();
       const question = page.question.value.trim();
       if (!question) {
         showError("Type a question first.");
         return;
       }
+      page.question.value = "";
       ask(question, page.citeUrls.checked);
     });
   });
