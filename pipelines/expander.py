@@ -91,12 +91,22 @@ def _content_words(text: str) -> list[str]:
 
 
 def _standalone(question: str, history: Sequence[tuple[str, str]]) -> str:
+    """A follow-up made to stand alone. When the last question named a gene, protein or
+    variant, it takes the place of the follow-up's first pronoun ("a defect in it" becomes "a
+    defect in ABCA1"), which searches far better than the name appended; otherwise the last
+    question's content words are appended as what the follow-up is about."""
     earlier = [text for role, text in history if role in ("user", "human")]
-    if earlier and _PRONOUN_RE.search(question):
-        subject = " ".join(_content_words(earlier[-1])[:8])
-        if subject:
-            return f"{question} (about: {subject})"
-    return question
+    pronoun = _PRONOUN_RE.search(question) if earlier else None
+    if pronoun is None:
+        return question
+    names = list(dict.fromkeys(_SYMBOL_RE.findall(earlier[-1])))
+    if 0 < len(names) <= 2:
+        subject = " and ".join(names)
+        if pronoun.group().lower() in ("its", "their"):
+            subject += "'s"
+        return question[: pronoun.start()] + subject + question[pronoun.end() :]
+    subject = " ".join(_content_words(earlier[-1])[:8])
+    return f"{question} (about: {subject})" if subject else question
 
 
 def rule_expansion(

@@ -49,9 +49,16 @@ def test_rule_expansion_keeps_symbols_and_variant_notations() -> None:
 def test_follow_up_questions_become_standalone() -> None:
     history = [("user", "What does ABCA1 do in Tangier disease?"), ("assistant", "It exports...")]
     expansion = rule_expansion("How does it affect HDL?", history)
-    assert "ABCA1" in expansion.question
-    assert expansion.question.startswith("How does it affect HDL?")
+    assert expansion.question == "How does ABCA1 affect HDL?"
+    assert rule_expansion("What are its variants?", history).question == (
+        "What are ABCA1's variants?"
+    )
     assert rule_expansion("What is glycolysis?", history).question == "What is glycolysis?"
+    # No gene or protein named before: what the last question was about is appended.
+    about = [("user", "How does glycolysis start?")]
+    assert rule_expansion("What regulates it?", about).question == (
+        "What regulates it? (about: glycolysis start)"
+    )
 
 
 def test_rule_expander_speaks_through_the_chat_model_interface() -> None:
