@@ -234,6 +234,8 @@ def cmd_replay(args: argparse.Namespace, settings: Settings) -> int:
     speed = None if args.instant else args.speed
     if args.serve is not None:
         return _serve_replay(contents, path, args, settings, speed)
+    if not args.jsonl:
+        _print_what_the_model_saw(contents)
     for pause, event in paced(contents.events, speed):
         time.sleep(pause)
         if args.jsonl:
@@ -246,6 +248,20 @@ def cmd_replay(args: argparse.Namespace, settings: Settings) -> int:
             print(f"[{event.type}] {event.data.model_dump_json()}")
         sys.stdout.flush()
     return 0
+
+
+def _print_what_the_model_saw(contents: LogContents) -> None:
+    """The conversation before the question and what the retriever searched for: what the
+    expander and the model saw besides the sources, which the events show."""
+    from pipelines.retriever import EXPANSION
+
+    for turn in contents.header.get("history") or []:
+        print(f"[history] {turn.get('role')}: {turn.get('content')}")
+    for record in contents.callbacks:
+        if record.get("hook") == "custom_event" and record.get("name") == EXPANSION:
+            queries = (record.get("data") or {}).get("queries") or []
+            if queries:
+                print(f"[searched for] {queries[0]}")
 
 
 def _serve_replay(

@@ -66,6 +66,9 @@ def test_the_log_keeps_the_history_and_what_the_follow_up_was_taken_to_mean(
     assert standalone == "What disease does a defect in ABCA1 cause?"
     # Taken that way, it finds the Tangier disease pathway (Defective ABCA1 causes TGD).
     assert "R-HSA-5682113" in [reference.get("st_id") for reference in answer["references"]]
+    shown = cli(sample_home, "replay", "--instant", answer["request_id"]).stdout
+    assert f"[history] user: {FIRST}\n" in shown
+    assert "[searched for] What disease does a defect in ABCA1 cause?\n" in shown
     alone = json.loads(cli(sample_home, "ask", "--json", FOLLOW_UP).stdout)
     assert alone["text"] != answer["text"]  # without the history it is another question
 
