@@ -16,6 +16,8 @@ from langchain_openai import ChatOpenAI
 
 from app._links import reference_link, sources_markdown
 from callbacks.events import Reference
+from callbacks.log import read_log
+from pipelines.retriever import EXPANSION
 from tests.support.servers import Served, serve_command
 
 QUESTION = "What causes Tangier disease?"
@@ -114,7 +116,9 @@ def test_langchains_chat_openai_pointed_at_us_gets_the_same_answer(served: Serve
     assert streamed == expected_content(answer)
 
 
-def test_earlier_turns_are_the_history(client: openai.OpenAI, served: Served) -> None:
+def test_earlier_turns_are_the_history(
+    client: openai.OpenAI, served: Served, sample_home: Path
+) -> None:
     first = client.chat.completions.create(
         model="reactome-answers", messages=[{"role": "user", "content": "What does ABCA1 do?"}]
     )
@@ -135,7 +139,21 @@ def test_earlier_turns_are_the_history(client: openai.OpenAI, served: Served) ->
         history=[{"role": role, "content": text} for role, text in history],
     )
     assert completion.choices[0].message.content == expected_content(answer)
-    assert (completion.model_extra or {})["references"] == answer["references"]
+    references = (completion.model_extra or {})["references"]
+    assert references == answer["references"]
+    # Taken as being about ABCA1, the follow-up finds the Tangier disease pathway, and the
+    # request's log says what it searched for.
+    assert "R-HSA-5682113" in [reference.get("st_id") for reference in references]
+    request_id = completion.id.removeprefix("chatcmpl-")
+    (log,) = (sample_home / "logs").glob(f"*-{request_id}.jsonl")
+    contents = read_log(log)
+    assert [turn["role"] for turn in contents.header["history"]] == ["user", "assistant"]
+    (searched,) = [
+        r["data"]["queries"][0]
+        for r in contents.callbacks
+        if r["hook"] == "custom_event" and r["name"] == EXPANSION
+    ]
+    assert searched == "What disease does a defect in ABCA1 cause?"
 
 
 def test_a_refused_question_is_an_ordinary_completion_saying_why(client: openai.OpenAI) -> None:
