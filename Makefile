@@ -31,7 +31,7 @@ install-llamacpp: $(BIN)/.installed
 
 # What the tests need from the machine, installed from Debian's packages when missing (root
 # or sudo): chromium for the web client's browser tests (Playwright's own browser download
-# needs the internet), Node.js for the web client's logic tests.
+# needs the internet), Node.js for the web client's logic tests and npm for the AI SDK's.
 SUDO = $(shell test "$$(id -u)" = 0 || echo sudo)
 APT_INSTALL = { $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq
 install-browser:
@@ -40,6 +40,7 @@ install-browser:
 
 install-node:
 	@command -v node >/dev/null || $(APT_INSTALL) nodejs >/dev/null; }
+	@command -v npm >/dev/null || $(APT_INSTALL) npm >/dev/null; }
 	@node --version
 
 # The Vercel AI SDK from the npm registry, into a folder of its own (not a global), for the
