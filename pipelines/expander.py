@@ -93,20 +93,22 @@ def _content_words(text: str) -> list[str]:
 def _standalone(question: str, history: Sequence[tuple[str, str]]) -> str:
     """A follow-up made to stand alone. When the last question named a gene, protein or
     variant, it takes the place of the follow-up's first pronoun ("a defect in it" becomes "a
-    defect in ABCA1"), which searches far better than the name appended; otherwise the last
-    question's content words are appended as what the follow-up is about."""
+    defect in ABCA1"), which searches far better than the name appended; the last question's
+    other content words are appended as what the follow-up is about."""
     earlier = [text for role, text in history if role in ("user", "human")]
     pronoun = _PRONOUN_RE.search(question) if earlier else None
     if pronoun is None:
         return question
     names = list(dict.fromkeys(_SYMBOL_RE.findall(earlier[-1])))
+    words = _content_words(earlier[-1])
     if 0 < len(names) <= 2:
         subject = " and ".join(names)
         if pronoun.group().lower() in ("its", "their"):
             subject += "'s"
-        return question[: pronoun.start()] + subject + question[pronoun.end() :]
-    subject = " ".join(_content_words(earlier[-1])[:8])
-    return f"{question} (about: {subject})" if subject else question
+        question = question[: pronoun.start()] + subject + question[pronoun.end() :]
+        words = [word for word in words if word not in names]  # the rest of what was asked
+    about = " ".join(words[:8])
+    return f"{question} (about: {about})" if about else question
 
 
 def rule_expansion(

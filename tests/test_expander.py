@@ -49,9 +49,13 @@ def test_rule_expansion_keeps_symbols_and_variant_notations() -> None:
 def test_follow_up_questions_become_standalone() -> None:
     history = [("user", "What does ABCA1 do in Tangier disease?"), ("assistant", "It exports...")]
     expansion = rule_expansion("How does it affect HDL?", history)
-    assert expansion.question == "How does ABCA1 affect HDL?"
+    assert expansion.question == "How does ABCA1 affect HDL? (about: Tangier disease)"
     assert rule_expansion("What are its variants?", history).question == (
-        "What are ABCA1's variants?"
+        "What are ABCA1's variants? (about: Tangier disease)"
+    )
+    alone = [("user", "What does ABCA1 do?")]
+    assert rule_expansion("What disease does a defect in it cause?", alone).question == (
+        "What disease does a defect in ABCA1 cause?"
     )
     assert rule_expansion("What is glycolysis?", history).question == "What is glycolysis?"
     # No gene or protein named before: what the last question was about is appended.
