@@ -375,8 +375,6 @@ class AnswerPipeline:
         handler: AnswerEventHandler,
     ) -> Event:
         """The next event; if the work ended without ``done`` (a bug), a ``done`` anyway."""
-        if not events.empty():
-            return events.get_nowait()  # most events: no waiting, so no task to wait with
         getter = asyncio.ensure_future(events.get())
         if task is not None and not task.done():
             await asyncio.wait({getter, task}, return_when=asyncio.FIRST_COMPLETED)
