@@ -15,7 +15,6 @@ with the answer's markers already final, ``error`` on failure, ``finish`` (its
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
@@ -25,6 +24,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from app._chat_protocols import data_frame, split_conversation, too_long
 from app._errors import error_response
 from app._links import reference_link
 from callbacks.events import DoneEvent, ErrorEvent, Reference, ReferenceEvent, TokenEvent
@@ -38,7 +38,6 @@ UI_STREAM_HEADERS = {
     "Cache-Control": "no-cache, no-transform",
     "X-Accel-Buffering": "no",
 }
-_MAX_TURNS = 50
 _TEXT_ID = "text-1"
 
 
@@ -65,11 +64,6 @@ class UIChatRequest(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     messages: list[_UIMessage] = Field(min_length=1, max_length=1000)
-
-
-def _frame(chunk: dict[str, Any] | str) -> bytes:
-    data = chunk if isinstance(chunk, str) else json.dumps(chunk, ensure_ascii=False)
-    return f"data: {data}\n\n".encode()
 
 
 def _source(reference: Reference) -> dict[str, Any]:
@@ -103,21 +97,13 @@ def add_ai_sdk_routes(app: FastAPI, pipeline: AnswerPipeline, settings: Settings
             return error_response(422, "bad_input", f"{where}: {problem.get('msg')}")
         except ValueError as error:  # not JSON, or not UTF-8
             return error_response(400, "bad_input", f"the body is not JSON text ({error})")
-        users = [n for n, message in enumerate(body.messages) if message.role == "user"]
-        question = body.messages[users[-1]].text() if users else ""
-        if not question.strip():
+        split = split_conversation([(m.role, m.text()) for m in body.messages])
+        if split is None or not split[0].strip():
             return error_response(422, "bad_input", "messages: no user message with text")
-        if len(question) > settings.max_question_chars:
-            message = (
-                f"the question is {len(question):,} characters; the limit is "
-                f"{settings.max_question_chars:,}. Ask something shorter."
-            )
-            return error_response(422, "bad_input", message)
-        history = [
-            (message.role, message.text())
-            for message in body.messages[: users[-1]]
-            if message.role in ("user", "assistant")
-        ][-_MAX_TURNS:]
+        question, history = split
+        length = too_long(question, settings.max_question_chars)
+        if length is not None:
+            return error_response(422, "bad_input", length)
         return StreamingResponse(
             _stream(pipeline, question, history),
             media_type="text/event-stream",
@@ -157,41 +143,41 @@ async def _stream(
     text_open = False
     failed = False
     try:
-        yield _frame({"type": "start", "messageId": request_id})
+        yield data_frame({"type": "start", "messageId": request_id})
         async for event in events:
             if isinstance(event, ReferenceEvent):
                 sent.add(event.data.n)
-                yield _frame(_source(event.data))
+                yield data_frame(_source(event.data))
             elif isinstance(event, TokenEvent):
                 if not text_open:
                     text_open = True
-                    yield _frame({"type": "text-start", "id": _TEXT_ID})
-                yield _frame({"type": "text-delta", "id": _TEXT_ID, "delta": event.data.text})
+                    yield data_frame({"type": "text-start", "id": _TEXT_ID})
+                yield data_frame({"type": "text-delta", "id": _TEXT_ID, "delta": event.data.text})
             elif isinstance(event, ErrorEvent):
                 failed = True
-                yield _frame({"type": "error", "errorText": event.data.message})
+                yield data_frame({"type": "error", "errorText": event.data.message})
             elif isinstance(event, DoneEvent):
                 done = event.data
                 # References no token announced (a model that did not stream), in order.
                 for reference in done.references:
                     if reference.n not in sent:
-                        yield _frame(_source(reference))
+                        yield data_frame(_source(reference))
                 if not text_open and done.text and not failed:
                     text_open = True
-                    yield _frame({"type": "text-start", "id": _TEXT_ID})
-                    yield _frame({"type": "text-delta", "id": _TEXT_ID, "delta": done.text})
+                    yield data_frame({"type": "text-start", "id": _TEXT_ID})
+                    yield data_frame({"type": "text-delta", "id": _TEXT_ID, "delta": done.text})
                 if text_open:
-                    yield _frame({"type": "text-end", "id": _TEXT_ID})
+                    yield data_frame({"type": "text-end", "id": _TEXT_ID})
                 metadata = {
                     "request_id": request_id,
                     "state": done.state,
                     "references": [r.model_dump(mode="json") for r in done.references],
                 }
                 finish = "error" if failed else "stop"
-                yield _frame(
+                yield data_frame(
                     {"type": "finish", "finishReason": finish, "messageMetadata": metadata}
                 )
-        yield _frame("[DONE]")
+        yield data_frame("[DONE]")
     finally:
         with anyio.CancelScope(shield=True):
             await events.aclose()

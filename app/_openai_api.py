@@ -16,7 +16,6 @@ one nothing was found for is an ordinary completion whose content says so.
 
 from __future__ import annotations
 
-import json
 import re
 import time
 import uuid
@@ -29,6 +28,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from sse_starlette import EventSourceResponse
 
+from app._chat_protocols import data_frame, split_conversation, too_long
 from app._links import reference_link, sources_markdown
 from callbacks.events import DoneEvent, ErrorEvent, Reference, TokenEvent
 from pipelines.errors import ReactomeAnswersError
@@ -38,8 +38,6 @@ from pipelines.settings import Settings
 __all__ = ["MODEL_ID", "ChatRequest", "add_openai_routes"]
 
 MODEL_ID = "reactome-answers"
-# The history the pipeline takes (the native API's limit); older turns are dropped.
-_MAX_TURNS = 50
 # What this module appends to an answer, recognized when a client sends it back as history.
 _SOURCES_TAIL = re.compile(r"\n\nSources:\n(?:\d+\. \[.*\]\(\S*\)\n?)+\Z")
 
@@ -82,20 +80,17 @@ class ChatRequest(BaseModel):
 
     def question_and_history(self) -> tuple[str, list[tuple[str, str]]]:
         """The last user message, and the user and assistant turns before it."""
-        users = [n for n, message in enumerate(self.messages) if message.role == "user"]
-        if not users:
+        turns = [
+            # Our own Sources list, sent back to us in an earlier answer, is not history.
+            (m.role, _SOURCES_TAIL.sub("", m.text()) if m.role == "assistant" else m.text())
+            for m in self.messages
+        ]
+        split = split_conversation(turns)
+        if split is None:
             raise _RequestError("messages: there is no user message; ask a question", "messages")
-        question = self.messages[users[-1]].text()
-        if not question.strip():
+        if not split[0].strip():
             raise _RequestError("messages: the last user message is empty", "messages")
-        history: list[tuple[str, str]] = []
-        for message in self.messages[: users[-1]]:
-            if message.role in ("user", "assistant"):
-                text = message.text()
-                if message.role == "assistant":
-                    text = _SOURCES_TAIL.sub("", text)  # our own list, sent back to us
-                history.append((message.role, text))
-        return question, history[-_MAX_TURNS:]
+        return split
 
 
 class _RequestError(Exception):
@@ -104,10 +99,13 @@ class _RequestError(Exception):
         self.param = param
 
 
-def openai_error(status: int, message: str, code: str, param: str | None = None) -> JSONResponse:
+def _error_body(status: int, message: str, code: str, param: str | None) -> dict[str, Any]:
     kind = "invalid_request_error" if status < 500 else "server_error"
-    body = {"error": {"message": message, "type": kind, "param": param, "code": code}}
-    return JSONResponse(body, status_code=status)
+    return {"error": {"message": message, "type": kind, "param": param, "code": code}}
+
+
+def openai_error(status: int, message: str, code: str, param: str | None = None) -> JSONResponse:
+    return JSONResponse(_error_body(status, message, code, param), status_code=status)
 
 
 def _validation_message(error: ValidationError) -> tuple[str, str | None]:
@@ -149,11 +147,6 @@ def _usage(done: DoneEvent) -> dict[str, int]:
     return {"prompt_tokens": prompt, "completion_tokens": answer, "total_tokens": prompt + answer}
 
 
-def _frame(payload: dict[str, Any] | str) -> bytes:
-    data = payload if isinstance(payload, str) else json.dumps(payload, ensure_ascii=False)
-    return f"data: {data}\n\n".encode()
-
-
 def add_openai_routes(app: FastAPI, pipeline: AnswerPipeline, settings: Settings) -> None:
     """``GET /v1/models`` and ``POST /v1/chat/completions`` over ``pipeline``."""
     started = int(time.time())
@@ -192,12 +185,9 @@ def add_openai_routes(app: FastAPI, pipeline: AnswerPipeline, settings: Settings
             return openai_error(400, f"the body is not JSON text ({error})", "bad_input")
         except _RequestError as error:
             return openai_error(400, str(error), "bad_input", error.param)
-        if len(question) > settings.max_question_chars:
-            message = (
-                f"the question is {len(question):,} characters; the limit is "
-                f"{settings.max_question_chars:,}. Ask something shorter."
-            )
-            return openai_error(400, message, "bad_input", "messages")
+        problem = too_long(question, settings.max_question_chars)
+        if problem is not None:
+            return openai_error(400, problem, "bad_input", "messages")
         request_id = uuid.uuid4().hex
         completion_id = f"chatcmpl-{request_id}"
         options: dict[str, Any] = {
@@ -269,7 +259,7 @@ async def _stream(
     created = int(time.time())
 
     def chunk(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> bytes:
-        return _frame(
+        return data_frame(
             {
                 "id": completion_id,
                 "object": "chat.completion.chunk",
@@ -292,9 +282,7 @@ async def _stream(
             elif isinstance(event, ErrorEvent):
                 failed = True
                 status = ReactomeAnswersError.http_status_for(event.data.code)
-                kind = "invalid_request_error" if status < 500 else "server_error"
-                error = {"message": event.data.message, "type": kind, "code": event.data.code}
-                yield _frame({"error": error})
+                yield data_frame(_error_body(status, event.data.message, event.data.code, None))
             elif isinstance(event, DoneEvent):
                 if failed:
                     break
@@ -306,7 +294,7 @@ async def _stream(
                     yield chunk({"content": text})
                 yield chunk({}, "stop", **_completion_fields(event))
                 if include_usage:
-                    yield _frame(
+                    yield data_frame(
                         {
                             "id": completion_id,
                             "object": "chat.completion.chunk",
@@ -316,7 +304,7 @@ async def _stream(
                             "usage": _usage(event),
                         }
                     )
-        yield _frame("[DONE]")
+        yield data_frame("[DONE]")
     finally:
         # A client that went away lands here: closing the stream cancels the model, shielded
         # from the cancelled scope around us.

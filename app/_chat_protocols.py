@@ -1,0 +1,42 @@
+"""What the chat-protocol adapters (``_openai_api``, ``_ai_sdk``) share: reading a
+conversation sent as messages, the question length check, and their ``data:`` frames."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+__all__ = ["MAX_TURNS", "data_frame", "split_conversation", "too_long"]
+
+# The history the pipeline takes (the native API's limit); older turns are dropped.
+MAX_TURNS = 50
+
+
+def split_conversation(
+    turns: Sequence[tuple[str, str]],
+) -> tuple[str, list[tuple[str, str]]] | None:
+    """``(role, text)`` messages in order -> the last user message's text and the user and
+    assistant turns before it (the last :data:`MAX_TURNS`); None when no message is the
+    user's. Other roles (system, tool) are left out."""
+    users = [number for number, (role, _) in enumerate(turns) if role == "user"]
+    if not users:
+        return None
+    history = [(role, text) for role, text in turns[: users[-1]] if role in ("user", "assistant")]
+    return turns[users[-1]][1], history[-MAX_TURNS:]
+
+
+def too_long(question: str, limit: int) -> str | None:
+    """Why ``question`` is refused for its length, or None."""
+    if len(question) <= limit:
+        return None
+    return (
+        f"the question is {len(question):,} characters; the limit is {limit:,}. "
+        "Ask something shorter."
+    )
+
+
+def data_frame(payload: dict[str, Any] | str) -> bytes:
+    """One Server-Sent Events ``data:`` frame: JSON, or a literal such as ``[DONE]``."""
+    data = payload if isinstance(payload, str) else json.dumps(payload, ensure_ascii=False)
+    return f"data: {data}\n\n".encode()
