@@ -31,6 +31,7 @@ from pipelines.errors import ConfigurationError, InputError
 from pipelines.keyword_index import KeywordIndex
 from pipelines.loaders import LoadResult, Problem, SourceDocument
 from pipelines.settings import Settings
+from pipelines.version_index import indexed_text
 
 __all__ = [
     "CollectionSources",
@@ -228,12 +229,7 @@ def chunk_documents(collection: str, documents: Sequence[SourceDocument]) -> lis
     for document in documents:
         pieces = _SPLITTER.split_text(document.text) or [document.text]
         doc_hash = _document_hash(document)
-        heading = document.title
-        section = document.metadata.get("section")
-        if isinstance(section, str) and section and section != document.title:
-            heading = f"{document.title}: {section}"
         for number, piece in enumerate(pieces):
-            embed_text = f"{heading}\n{piece}"
             # What a chunk is cited as comes from its citation alone (which ingestion has
             # already held to the collection's cited_as), never from loose metadata.
             loose = {k: v for k, v in document.metadata.items() if k not in ("st_id", "url")}
@@ -249,16 +245,21 @@ def chunk_documents(collection: str, documents: Sequence[SourceDocument]) -> lis
                 "chunk": number,
                 "n_chunks": len(pieces),
                 "doc_hash": doc_hash,
-                "content_hash": _hash(embed_text, doc_hash),
                 "citable": "st_id" in document.citation,
             }
             if "st_id" in document.citation:
                 metadata["st_id"] = document.citation["st_id"]
             if "url" in document.citation:
                 metadata["url"] = document.citation["url"]
+            # The heading comes from the metadata the store keeps, so that an instance
+            # rebuilding the keyword index from the store indexes the very same text.
+            embed_text = indexed_text(piece, metadata)
+            metadata["content_hash"] = _hash(embed_text, doc_hash)
             chunks.append(
                 Chunk(f"{collection}:{document.key}:{number}", piece, embed_text, metadata)
             )
+    # In id order: the order an index built from the store has (pipelines.version_index).
+    chunks.sort(key=lambda chunk: chunk.id)
     return chunks
 
 

@@ -19,10 +19,9 @@ import functools
 import math
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
@@ -40,7 +39,7 @@ from pydantic import ConfigDict, Field, PrivateAttr
 
 from pipelines import store
 from pipelines.advice import AdviceGate
-from pipelines.chunk_table import ChunkRecord, ChunkTable
+from pipelines.chunk_table import ChunkRecord
 from pipelines.definitions import Catalog, catalog_for
 from pipelines.errors import EventHandlerError, PersonalAdviceError, ReactomeAnswersError
 from pipelines.expander import Expansion, expander_messages, parse_expansion, rule_expansion
@@ -48,6 +47,7 @@ from pipelines.keyword_index import KeywordIndex, keyword_tokens
 from pipelines.redaction import one_line, redact_secrets
 from pipelines.settings import Settings
 from pipelines.tags import EXPANDER_TAG
+from pipelines.version_index import VersionIndex, build_from_store
 
 __all__ = ["EXPANSION", "EXPANSION_FALLBACK", "RANKINGS", "Ranking", "ReactomeRetriever"]
 
@@ -92,6 +92,8 @@ Ranking = Literal["dense", "bm25", "hybrid", "hybrid_rerank"]
 RANKINGS: tuple[Ranking, ...] = ("dense", "bm25", "hybrid", "hybrid_rerank")
 _CHUNKS_PER_SOURCE = 2
 _VERSION_TTL_S = 5.0
+# A keyword index that could not be built is tried again after this long.
+_REBUILD_AFTER_S = 30.0
 
 
 class _ReadWriteGate:
@@ -126,27 +128,6 @@ class _ReadWriteGate:
             with self._condition:
                 self._writing = False
                 self._condition.notify_all()
-
-
-@dataclass
-class _VersionIndex:
-    """What a collection version keeps beside Chroma: its keyword index and chunk table
-    (either may be missing for a version ingested before it existed)."""
-
-    keyword: KeywordIndex | None
-    table: ChunkTable | None
-    rows: dict[str, int]  # chunk id -> row of both
-
-    @classmethod
-    def load(cls, folder: Path) -> _VersionIndex:
-        if not folder.is_dir():
-            return cls(None, None, {})
-        keyword = KeywordIndex.load(folder)
-        table = ChunkTable.load(folder)
-        if table is not None and len(table) != len(keyword.chunk_ids):
-            table = None  # not written by the same ingest: read from Chroma instead
-        rows = {chunk_id: row for row, chunk_id in enumerate(keyword.chunk_ids)} if table else {}
-        return cls(keyword, table, rows)
 
 
 @dataclass
@@ -231,7 +212,7 @@ class ReactomeRetriever(BaseRetriever):
         description="dense or BM25 alone, both fused (RRF), or fused then re-ranked by "
         "similarity to the question",
     )
-    _indexes: dict[str, _VersionIndex] = PrivateAttr(default_factory=dict)
+    _indexes: dict[str, VersionIndex] = PrivateAttr(default_factory=dict)
     _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
     _versions: dict[str, tuple[float, store.StoredVersion]] = PrivateAttr(default_factory=dict)
     _gate: _ReadWriteGate = PrivateAttr(default_factory=lambda: _ReadWriteGate())
@@ -305,13 +286,47 @@ class ReactomeRetriever(BaseRetriever):
 
     # --- search ---------------------------------------------------------------------------
 
-    def _version_index(self, version: str) -> _VersionIndex:
+    def version_index(self, version: store.StoredVersion) -> VersionIndex:
+        """The keyword index and chunk table of ``version`` on this machine: loaded, or built
+        from the store when this machine has none (an instance sharing a Chroma server with
+        the machine that ingested). One that cannot be built is missing, with the reason
+        (the search then ranks by vectors alone, and says so), and is tried again later."""
         with self._lock:
-            if version not in self._indexes:
-                self._indexes[version] = _VersionIndex.load(
-                    store.keyword_index_dir(self.settings, version)
-                )
-            return self._indexes[version]
+            found = self._indexes.get(version.name)
+        if found is not None and (
+            found.keyword is not None or time.monotonic() - found.built_at < _REBUILD_AFTER_S
+        ):
+            return found
+        chunks = version.metadata.get(store.CHUNKS)
+        try:
+            found = build_from_store(
+                version.collection,
+                store.keyword_index_dir(self.settings, version.name),
+                lock=store.keyword_index_lock(self.settings, version.name),
+                chunks=chunks if isinstance(chunks, int) else None,
+            )
+        except Exception as error:  # the disk or the store: answered by vectors meanwhile
+            found = VersionIndex.missing(
+                f"keyword index of {version.name} not available ({one_line(error)})"
+            )
+        with self._lock:
+            self._indexes[version.name] = found
+        return found
+
+    def live_versions(
+        self, names: Sequence[str]
+    ) -> dict[str, tuple[store.StoredVersion, VersionIndex]]:
+        """The live version of each ingested collection of ``names`` with its local indexes,
+        as a search would use them now (built here if this machine has none yet); a
+        collection that is not ingested, or not readable with these settings, is left out."""
+        found = {}
+        for name in names:
+            try:
+                version = self._live_version(name)
+            except ReactomeAnswersError:
+                continue
+            found[name] = (version, self.version_index(version))
+        return found
 
     def _collections_for(self, expansion: Expansion, override: Sequence[str] | None) -> list[str]:
         chosen = list(override or self.collections or expansion.collections)
@@ -324,8 +339,12 @@ class ReactomeRetriever(BaseRetriever):
         k: int,
         *,
         question: str | None = None,
+        versions: Mapping[str, str] | None = None,
     ) -> list[Document]:
         """Everything after expansion; plain Python, so it can run in a worker thread.
+
+        ``versions`` pins the collection versions searched (by name: what the request's log
+        header recorded); otherwise each collection's live version is searched.
 
         With an :attr:`advice_gate` and the ``question`` as asked, the gate judges it once the
         queries are embedded (reusing the standalone question's vector when it is the same
@@ -344,7 +363,7 @@ class ReactomeRetriever(BaseRetriever):
             self._reopen_client()
         with self._gate.reading():  # a search never sees the client closed under it
             try:
-                return self._search_once(expansion, vectors, collections, k)
+                return self._search_once(expansion, vectors, collections, k, versions or {})
             except ReactomeAnswersError:
                 raise
             except Exception:
@@ -352,7 +371,7 @@ class ReactomeRetriever(BaseRetriever):
                 forgotten = [name for name in collections if self._forget_version(name)]
                 if not forgotten:
                     raise
-                return self._search_once(expansion, vectors, collections, k)
+                return self._search_once(expansion, vectors, collections, k, versions or {})
 
     def _store_client(self) -> Any:
         if self.client is None:
@@ -381,6 +400,7 @@ class ReactomeRetriever(BaseRetriever):
         vectors: np.ndarray[Any, np.dtype[np.float32]],
         collections: Sequence[str],
         k: int,
+        pinned: Mapping[str, str],
     ) -> list[Document]:
         question_vector = vectors[0]
 
@@ -388,7 +408,7 @@ class ReactomeRetriever(BaseRetriever):
         # merged in collection order, so ties break the same way on every run.
         fused: dict[tuple[str, str], float] = {}
         evidence: dict[tuple[str, str], float] = {}
-        versions = {name: self._live_version(name) for name in collections}
+        versions = {name: self._version_for(name, pinned.get(name)) for name in collections}
         # Tokenized once for every collection's BM25 search and rare words (tokenizing costs
         # more than looking the words up).
         query_tokens = keyword_tokens(expansion.queries) if self.ranking != "dense" else []
@@ -458,7 +478,7 @@ class ReactomeRetriever(BaseRetriever):
     ) -> Iterator[tuple[str, ChunkRecord]]:
         """Text, metadata and vector of each chunk of ``ids`` that exists: from the version's
         chunk table, or from Chroma for a version ingested before tables existed."""
-        index = self._version_index(version.name)
+        index = self.version_index(version)
         if index.table is not None:
             present = [chunk_id for chunk_id in ids if chunk_id in index.rows]
             records = index.table.read([index.rows[chunk_id] for chunk_id in present])
@@ -512,6 +532,15 @@ class ReactomeRetriever(BaseRetriever):
                 self._reopen_wanted = True
         return version
 
+    def _version_for(self, name: str, wanted: str | None) -> store.StoredVersion:
+        """The version ``wanted`` of collection ``name`` when given (an ingest may have made
+        another live since the request began: it still reads the one it started on), else
+        the live one."""
+        live = self._live_version(name)
+        if wanted is None or live.name == wanted:
+            return live
+        return store.version_named(self._store_client(), wanted)
+
     def _forget_version(self, name: str) -> bool:
         with self._lock:
             return self._versions.pop(name, None) is not None
@@ -527,7 +556,7 @@ class ReactomeRetriever(BaseRetriever):
         for hybrid_rerank, each chunk's keyword evidence."""
         lists: list[list[str]] = []
         evidence: dict[str, float] = {}
-        stored = self._version_index(version.name)
+        stored = self.version_index(version)
         if self.ranking != "bm25":
             table, keyword_index = stored.table, stored.keyword
             if (
@@ -592,6 +621,7 @@ class ReactomeRetriever(BaseRetriever):
         k: int | None = None,
         history: Sequence[tuple[str, str]] = (),
         collections: Sequence[str] | None = None,
+        versions: Mapping[str, str] | None = None,
     ) -> list[Document]:
         expansion = self._expand(query, history, run_manager)
         stop_if_personal_advice(expansion)
@@ -603,7 +633,7 @@ class ReactomeRetriever(BaseRetriever):
         run_manager.get_child().on_custom_event(
             EXPANSION, _expansion_data(expansion, chosen), run_id=run_manager.run_id
         )
-        return self.search(expansion, chosen, k or self.k, question=query)
+        return self.search(expansion, chosen, k or self.k, question=query, versions=versions)
 
     async def _aget_relevant_documents(
         self,
@@ -613,6 +643,7 @@ class ReactomeRetriever(BaseRetriever):
         k: int | None = None,
         history: Sequence[tuple[str, str]] = (),
         collections: Sequence[str] | None = None,
+        versions: Mapping[str, str] | None = None,
     ) -> list[Document]:
         expansion = await self._aexpand(query, history, run_manager)
         stop_if_personal_advice(expansion)
@@ -625,5 +656,7 @@ class ReactomeRetriever(BaseRetriever):
             EXPANSION, _expansion_data(expansion, chosen), run_id=run_manager.run_id
         )
         return await asyncio.to_thread(
-            functools.partial(self.search, expansion, chosen, k or self.k, question=query)
+            functools.partial(
+                self.search, expansion, chosen, k or self.k, question=query, versions=versions
+            )
         )

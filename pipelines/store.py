@@ -48,6 +48,7 @@ __all__ = [
     "check_embedding_model",
     "collection_infos",
     "keyword_index_dir",
+    "keyword_index_lock",
     "new_version_name",
     "open_client",
     "remove_retired_versions",
@@ -56,6 +57,7 @@ __all__ = [
     "retire_versions",
     "retirement_grace_s",
     "stale_versions",
+    "version_named",
 ]
 
 
@@ -149,6 +151,11 @@ def keyword_index_dir(settings: Settings, version: str) -> Path:
     return settings.home / "keyword" / version
 
 
+def keyword_index_lock(settings: Settings, version: str) -> Path:
+    """The file the processes of this machine lock to build ``version``'s indexes."""
+    return settings.home / "keyword" / f".{version}.lock"
+
+
 @dataclass(frozen=True)
 class StoredVersion:
     collection: Collection
@@ -162,6 +169,23 @@ class StoredVersion:
 def _versions(client: ClientAPI, logical: str) -> list[StoredVersion]:
     found = [v for v in _all_versions(client) if v.metadata.get(LOGICAL) == logical]
     return sorted(found, key=lambda version: version.name)
+
+
+def version_named(client: ClientAPI, name: str) -> StoredVersion:
+    """The stored version called ``name`` (retired or not), while it exists."""
+    try:
+        collection = client.get_collection(name)
+    except NotFoundError:
+        raise NotIngestedError(
+            f"collection version {name} is no longer in the store",
+            fix="ask again: the answer will come from the version that is live now",
+        ) from None
+    except Exception as error:
+        raise StoreUnavailableError(
+            f"cannot read collection version {name} ({error})",
+            fix="check that the Chroma store is reachable",
+        ) from error
+    return StoredVersion(collection, dict(collection.metadata or {}))
 
 
 def active_version(client: ClientAPI, logical: str) -> StoredVersion | None:
@@ -190,6 +214,7 @@ def remove_version(client: ClientAPI, settings: Settings, version: str) -> None:
     with contextlib.suppress(NotFoundError):  # another process removed it first
         client.delete_collection(version)
     shutil.rmtree(keyword_index_dir(settings, version), ignore_errors=True)
+    keyword_index_lock(settings, version).unlink(missing_ok=True)
 
 
 def remove_retired_versions(
@@ -201,15 +226,44 @@ def remove_retired_versions(
     now = time.time() if now is None else now
     cutoff = now - retirement_grace_s(settings)
     removed = []
-    for logical in {str(v.metadata.get(LOGICAL)) for v in _all_versions(client)}:
-        for version in _versions(client, logical):
-            retired_at = version.metadata.get(RETIRED)
-            if isinstance(retired_at, int | float) and retired_at <= cutoff:
-                remove_version(client, settings, version.name)
-                removed.append(version.name)
+    # Listed before the store: a version's collection is created before its folder, so a
+    # folder seen here whose version the store then lacks belongs to a removed version.
+    local = _local_index_entries(settings)
+    stored = set()
+    for version in _all_versions(client):
+        retired_at = version.metadata.get(RETIRED)
+        if isinstance(retired_at, int | float) and retired_at <= cutoff:
+            remove_version(client, settings, version.name)
+            removed.append(version.name)
+        else:
+            stored.add(version.name)
+    # Another instance sharing the store may have removed a version this one built indexes
+    # for: the local copy goes too.
+    for name, path in local:
+        if name not in stored:
+            if path.is_dir():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink(missing_ok=True)
     if not settings.chroma_host:
         _sweep_orphan_folders(settings.chroma_path)
     return removed
+
+
+def _local_index_entries(settings: Settings) -> list[tuple[str, Path]]:
+    """This machine's index folders and build locks, each with the version it belongs to
+    (a folder still being built, ``.VERSION.PID.TAG``, is its builder's to clean up)."""
+    try:
+        entries = list((settings.home / "keyword").iterdir())
+    except OSError:
+        return []
+    found = []
+    for entry in entries:
+        if entry.name.startswith(_PREFIX):
+            found.append((entry.name, entry))
+        elif entry.name.startswith(f".{_PREFIX}") and entry.name.endswith(".lock"):
+            found.append((entry.name[1 : -len(".lock")], entry))
+    return found
 
 
 def _all_versions(client: ClientAPI) -> list[StoredVersion]:

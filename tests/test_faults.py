@@ -31,7 +31,7 @@ from pipelines.settings import load_settings
 from pipelines.store import COLLECTION_NAMES
 from tests.support.fake_openai import Behaviour, FakeChat, fake_chat
 from tests.support.invariants import check_stream
-from tests.support.servers import free_port, serve_command, wait_until_serving
+from tests.support.servers import serve_command, start_chroma
 from tests.support.sse import parse_sse
 
 # Not shaped like an OpenAI key, and echoed by the fake server without "Bearer ": only the
@@ -248,17 +248,6 @@ def test_a_full_disk_for_the_log_reports_once_and_the_answer_completes(
             path.unlink()
 
 
-def _start_chroma(folder: Path) -> tuple[subprocess.Popen[bytes], int]:
-    port = free_port()
-    chroma = subprocess.Popen(
-        [str(Path(sys.executable).parent / "chroma"), "run", "--path", str(folder),
-         "--host", "127.0.0.1", "--port", str(port)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    wait_until_serving(f"http://127.0.0.1:{port}/api/v2/heartbeat", lambda: chroma.poll() is None)
-    return chroma, port
-
-
 def _fails_with(base: str, code: str, status: int) -> None:
     # A search reads the chunks of the version it looked up, from their local copy (chunk
     # tables), and looks the live version up again every few seconds: what happened to the
@@ -281,7 +270,7 @@ def _fails_with(base: str, code: str, status: int) -> None:
 def test_a_chroma_server_losing_a_collection_then_stopping(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, minilm: Embeddings
 ) -> None:
-    chroma, port = _start_chroma(tmp_path / "chroma-server")
+    chroma, port = start_chroma(tmp_path / "chroma-server")
     try:
         monkeypatch.setenv("CHROMA_HOST", "127.0.0.1")
         monkeypatch.setenv("CHROMA_PORT", str(port))

@@ -192,7 +192,14 @@ def test_every_logged_real_answer_replays_identically(
         contents = read_log(path)
         assert contents.events
         assert replay_diff(contents) == [], path
-        assert contents.header["releases"] == ingested
+        releases = contents.header["releases"]
+        assert {
+            name: {"release": found["release"], "version": found["version"]}
+            for name, found in releases.items()
+        } == ingested
+        # Which indexes ranked each collection: both, with chunks read from the local table.
+        assert all(found["indexes"] == ["vectors", "bm25"] for found in releases.values())
+        assert all(found["chunks_from"] == "chunk table" for found in releases.values())
 
 
 @pytest.mark.parametrize("ranking", RANKINGS)

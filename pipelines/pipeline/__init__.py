@@ -3,9 +3,8 @@
 This package is the composition root: the one place that joins the LangChain side
 (``pipelines``) to the callback handler and the event logs (``callbacks``). Its modules, one
 job each: ``_answer`` (:class:`AnswerPipeline`: its parts and one request), ``_chain`` (the
-Runnable), ``_logs`` (a log per request, pruning), ``_releases`` (what the log header says
-answered), ``_sync`` (the event loop behind the synchronous calls), ``_result`` (the JSON
-result).
+Runnable), ``_logs`` (a log per request, pruning), ``_sync`` (the event loop behind the
+synchronous calls), ``_result`` (the JSON result).
 
     from pipelines.pipeline import AnswerPipeline
 

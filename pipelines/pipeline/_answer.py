@@ -7,7 +7,7 @@ import uuid
 import weakref
 from collections.abc import AsyncGenerator, Iterator, Sequence
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
@@ -28,13 +28,15 @@ from pipelines.errors import PersonalAdviceError, ReactomeAnswersError, StoreUna
 from pipelines.normalize import normalize_question
 from pipelines.pipeline._chain import answer_chain, tagged_retriever
 from pipelines.pipeline._logs import RequestLogs
-from pipelines.pipeline._releases import ReleaseCache
 from pipelines.pipeline._result import answer_result
 from pipelines.pipeline._runnable import PipelineRunnable
 from pipelines.pipeline._sync import SyncRunner
 from pipelines.questions import ADVICE_REFUSAL, Refusal, rule_refusal
 from pipelines.redaction import one_line, redact_secrets, warn_not_done
 from pipelines.settings import Settings, load_settings
+
+if TYPE_CHECKING:
+    from pipelines.retriever import ReactomeRetriever
 
 __all__ = ["NOTHING_FOUND", "REFUSAL_EVENT", "AnswerPipeline", "History"]
 
@@ -71,8 +73,7 @@ class AnswerPipeline:
         ``error`` then ``done`` (``failed``); off, LangChain logs it and carries on."""
         self.settings = settings or load_settings()
         self._retriever = retriever
-        self._releases = ReleaseCache(self._read_releases)
-        self._logs = RequestLogs(self.settings, self._releases.get)
+        self._logs = RequestLogs(self.settings)
         self.raise_handler_errors = raise_handler_errors
         self._sync = SyncRunner()
         # The sync runner's thread ends with the pipeline: nothing else holds its loop.
@@ -102,34 +103,54 @@ class AnswerPipeline:
         return self._answer_model or answer, self._expander_model or expander
 
     @cached_property
-    def retriever(self) -> Runnable[str, list[Document]]:
-        """The one top-level retrieval run (tagged: its end is the gate)."""
+    def own_retriever(self) -> ReactomeRetriever | None:
+        """The retriever built from the settings; None when one was given from outside."""
         if self._retriever is not None:
-            return tagged_retriever(self._retriever)
+            return None
         from pipelines.retriever import ReactomeRetriever
 
-        return tagged_retriever(
-            ReactomeRetriever(
-                settings=self.settings,
-                client=self._client,  # None: the process's own client, reopened as versions change
-                embeddings=self.embeddings,
-                expander=self.models[1],
-                k=self.settings.max_sources,
-                # Judged on the vector the search computes anyway: no embedding of its own.
-                advice_gate=self.advice_gate,
-            )
+        return ReactomeRetriever(
+            settings=self.settings,
+            client=self._client,  # None: the process's own client, reopened as versions change
+            embeddings=self.embeddings,
+            expander=self.models[1],
+            k=self.settings.max_sources,
+            # Judged on the vector the search computes anyway: no embedding of its own.
+            advice_gate=self.advice_gate,
         )
 
-    def collection_releases(self) -> dict[str, dict[str, str]]:
-        """Which release and version of each collection answers now, for the event log
-        (read at most every few seconds; empty when the store cannot say)."""
-        return self._releases.get()
+    @cached_property
+    def retriever(self) -> Runnable[str, list[Document]]:
+        """The one top-level retrieval run (tagged: its end is the gate)."""
+        own = self.own_retriever
+        return tagged_retriever(own if own is not None else cast(Any, self._retriever))
 
-    def _read_releases(self) -> dict[str, dict[str, str]]:
-        if self._retriever is not None:
-            return {}  # a retriever from outside: no store of ours
-        infos = store.collection_infos(self.store_client(), catalog_for(self.settings).names)
-        return {info.name: {"release": info.release, "version": info.version} for info in infos}
+    def collection_releases(self) -> dict[str, dict[str, Any]]:
+        """What answers now for each ingested collection: its release, the version searched,
+        which indexes rank it (``indexes``: vectors, and bm25 unless its keyword index is
+        missing, then ``problem`` says why) and where its chunks are read from. Builds the
+        local indexes of a version this machine has not seen (an instance sharing a Chroma
+        server); empty for a retriever from outside."""
+        own = self.own_retriever
+        if own is None:
+            return {}
+        found = own.live_versions(catalog_for(self.settings).names)
+        return {
+            name: {
+                "release": str(version.metadata.get(store.RELEASE, "unknown")),
+                "version": version.name,
+                **index.report(),
+            }
+            for name, (version, index) in found.items()
+        }
+
+    def degraded(self) -> dict[str, str]:
+        """The collections answered with less than their indexes, and why (``/healthz``)."""
+        return {
+            name: str(release.get("problem", "keyword index missing"))
+            for name, release in self.collection_releases().items()
+            if "bm25" not in release["indexes"]
+        }
 
     def store_client(self) -> Any:
         """The Chroma client this pipeline reads through: the one given, or the process's own
@@ -281,12 +302,13 @@ class AnswerPipeline:
         shown = redact_secrets(question)
         events: asyncio.Queue[Event] = asyncio.Queue()
         log: EventLog | None = None
+        versions: dict[str, str] | None = None  # unpinned: each search takes the live ones
         if self.settings.event_logs:
             # In a worker thread: reading the collections' releases and pruning old logs touch
             # the store and the disk, which must not stall the other streams on this loop.
             opening = asyncio.ensure_future(
                 asyncio.to_thread(
-                    self._logs.open,
+                    self._open_log,
                     request_id,
                     {
                         "question": shown,
@@ -302,13 +324,13 @@ class AnswerPipeline:
                 )
             )
             try:
-                log = await asyncio.shield(opening)
+                log, versions = await asyncio.shield(opening)
             except asyncio.CancelledError:
                 # The caller left while the log was being opened: once it is, it still gets
                 # its start, a cancelled error and its done, like any other cancelled answer.
-                def end_cancelled(opened: asyncio.Future[EventLog | None]) -> None:
+                def end_cancelled(opened: asyncio.Future[tuple[EventLog | None, Any]]) -> None:
                     failed = opened.cancelled() or opened.exception() is not None
-                    cancelled_log = None if failed else opened.result()
+                    cancelled_log = None if failed else opened.result()[0]
                     if cancelled_log is None:
                         return
                     handler = AnswerEventHandler(
@@ -349,6 +371,9 @@ class AnswerPipeline:
                 "history": list(history),
                 "collections": list(collections) if collections else None,
                 "cite_urls": cite,
+                # The versions the log header names are the ones searched, even if an
+                # ingest makes others live meanwhile.
+                "versions": versions,
             }
             task = asyncio.create_task(self._run(handler, inputs))
         try:
@@ -367,6 +392,23 @@ class AnswerPipeline:
                 # await inside a cancelled scope, as Starlette's is after a disconnect).
                 if log is not None:
                     log.close()
+
+    def _open_log(
+        self,
+        request_id: str,
+        questions: dict[str, Any],
+        collections: Sequence[str] | None,
+        options: dict[str, Any],
+    ) -> tuple[EventLog | None, dict[str, str] | None]:
+        """The request's log, and the collection versions its header names (None when the
+        store could not say: the search then takes the live ones)."""
+        try:
+            releases = self.collection_releases()
+        except Exception:  # a log header is never worth failing a request
+            releases = {}
+        log = self._logs.open(request_id, questions, collections, options, releases)
+        pinned = {name: str(release["version"]) for name, release in releases.items()}
+        return log, pinned or None
 
     @staticmethod
     async def _next_event(

@@ -107,6 +107,7 @@ class _AnswerChain(Runnable[dict[str, Any], str]):
         return {
             "history": list(inputs.get("history") or []),
             "collections": inputs.get("collections"),
+            "versions": inputs.get("versions"),
         }
 
     def _prompt(

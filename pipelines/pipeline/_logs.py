@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -23,9 +23,8 @@ _PRUNE_EVERY_S = 60.0
 class RequestLogs:
     """Where a pipeline's requests are logged (``settings.logs_dir``), if logs are on."""
 
-    def __init__(self, settings: Settings, releases: Callable[[], dict[str, Any]]) -> None:
+    def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self._releases = releases
         self._pruned_at: float | None = None
         # What identifies the settings a log was written under, without the home folder.
         dumped = settings.model_dump(mode="json", exclude={"home"})
@@ -38,9 +37,10 @@ class RequestLogs:
         questions: dict[str, Any],
         collections: Sequence[str] | None,
         options: dict[str, Any],
+        releases: dict[str, Any],
     ) -> EventLog | None:
-        """The request's log, its header written; ``None`` with logs off. Touches the store
-        and the disk: call it off the event loop."""
+        """The request's log, its header written (``releases``: what answers, per collection);
+        ``None`` with logs off. Touches the disk: call it off the event loop."""
         if not self.settings.event_logs:
             return None
         now = datetime.now(UTC)
@@ -50,7 +50,7 @@ class RequestLogs:
                 "request_id": request_id,
                 **questions,
                 "collections": list(collections or ["auto"]),
-                "releases": self._releases(),
+                "releases": releases,
                 "options": options,
                 "settings_digest": self._digest,
                 "created_at": now.isoformat(timespec="milliseconds"),

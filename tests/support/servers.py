@@ -92,3 +92,26 @@ def serve_command(
             process.wait(timeout=30)
             stderr.seek(0)
             served.stderr = stderr.read().decode(errors="replace")
+
+
+def start_chroma(folder: Path) -> tuple[subprocess.Popen[bytes], int]:
+    """`chroma run` on 127.0.0.1 over ``folder``, once it answers; the caller stops it."""
+    port = free_port()
+    chroma = subprocess.Popen(
+        [str(Path(sys.executable).parent / "chroma"), "run", "--path", str(folder),
+         "--host", "127.0.0.1", "--port", str(port)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    wait_until_serving(f"http://127.0.0.1:{port}/api/v2/heartbeat", lambda: chroma.poll() is None)
+    return chroma, port
+
+
+@contextmanager
+def chroma_server(folder: Path) -> Iterator[int]:
+    """A Chroma server over ``folder`` for the block; yields its port."""
+    chroma, port = start_chroma(folder)
+    try:
+        yield port
+    finally:
+        chroma.kill()
+        chroma.wait(timeout=30)
