@@ -29,6 +29,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
 from sse_starlette import EventSourceResponse
 
+from app._access import AccessControl, AnswerSlots, RateLimiter
 from app._ai_sdk import add_ai_sdk_routes
 from app._errors import add_error_handlers, error_response
 from app._http import BodyLimits, RequireJSON
@@ -46,6 +47,7 @@ __all__ = [
     "RETIRED_EVERY_S",
     "STREAM_HEADERS",
     "AnswerRequest",
+    "add_access_control",
     "add_body_limits",
     "add_cors",
     "create_app",
@@ -136,6 +138,19 @@ def add_body_limits(app: FastAPI, settings: Settings) -> None:
     )
 
 
+def add_access_control(
+    app: FastAPI, settings: Settings, on_reject: Callable[[str], None] | None = None
+) -> None:
+    """API keys, the rate limit and the cap on answers in progress, as the settings ask
+    (:class:`app._access.AccessControl`); nothing when none is set."""
+    keys = settings.api_key_set
+    rate = RateLimiter(settings.rate_limit) if settings.rate_limit else None
+    cap = settings.max_concurrent_answers
+    slots = AnswerSlots(cap) if cap else None
+    if keys or rate or slots:
+        app.add_middleware(AccessControl, keys=keys, rate=rate, slots=slots, on_reject=on_reject)
+
+
 def add_cors(app: FastAPI, settings: Settings) -> None:
     """Allow the origins in ``settings.cors_origins`` (comma separated); none by default."""
     origins = [origin.strip() for origin in settings.cors_origins.split(",") if origin.strip()]
@@ -192,6 +207,7 @@ def create_app(
     )
     app.add_middleware(RequireJSON)
     add_body_limits(app, settings)
+    add_access_control(app, settings)  # inside CORS: a preflight needs no key
     add_cors(app, settings)
 
     add_error_handlers(app)

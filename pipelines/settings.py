@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from pydantic import AliasChoices, Field, ValidationError, field_validator
+from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from pipelines.errors import ConfigurationError
@@ -100,6 +100,22 @@ class Settings(BaseSettings):
         default=1000, ge=1, description="connections over this many are refused with 503"
     )
     cors_origins: str = Field(default="", description="comma-separated origins allowed by CORS")
+    api_keys: SecretStr | None = Field(
+        default=None,
+        description="keys a client must send as 'Authorization: Bearer KEY' (comma separated, "
+        "or @FILE with one per line); unset: no key needed",
+    )
+    max_concurrent_answers: int = Field(
+        default=0,
+        ge=0,
+        description="answers in progress at once per server; one more gets 429 at once (0: no cap)",
+    )
+    rate_limit: int = Field(
+        default=0,
+        ge=0,
+        description="requests per minute per API key, or per client address without keys; "
+        "beyond it 429 (0: no limit)",
+    )
     event_logs: bool = Field(default=True, description="write one JSONL event log per request")
     openai_sources: bool = Field(
         default=True,
@@ -135,6 +151,20 @@ class Settings(BaseSettings):
             raise ValueError(f"{value!r} is not an embedding model; use {_EMBEDDINGS_FORMS}")
         return value
 
+    @field_validator("api_keys")
+    @classmethod
+    def _check_api_keys(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None:
+            _read_keys(value.get_secret_value())  # a file that cannot be read fails at start
+        return value
+
+    @property
+    def api_key_set(self) -> frozenset[str]:
+        """The keys a client may send; empty when no key is needed."""
+        if self.api_keys is None:
+            return frozenset()
+        return _read_keys(self.api_keys.get_secret_value())
+
     @field_validator("home", "model_cache", mode="before")
     @classmethod
     def _expand_home(cls, value: object) -> object:
@@ -160,6 +190,29 @@ class Settings(BaseSettings):
     @property
     def uses_chroma_server(self) -> bool:
         return self.chroma_host is not None
+
+
+def _read_keys(value: str) -> frozenset[str]:
+    """The keys ``value`` gives: comma separated, or ``@FILE`` with one key per line. The
+    messages never include a key."""
+    if value.startswith("@"):
+        path = Path(value[1:]).expanduser()
+        try:
+            lines = path.read_text(encoding="utf-8").splitlines()
+        except (OSError, UnicodeDecodeError) as error:
+            reason = error.strerror if isinstance(error, OSError) else "it is not UTF-8 text"
+            raise ValueError(f"the key file {path} cannot be read ({reason})") from None
+        keys = [line.strip() for line in lines]
+        where = f"the key file {path}"
+    else:
+        keys = [key.strip() for key in value.split(",")]
+        where = "the list"
+    found = frozenset(key for key in keys if key and not key.startswith("#"))
+    if not found:
+        raise ValueError(f"{where} holds no key; give at least one, or unset it")
+    if any(any(c.isspace() for c in key) or not key.isprintable() for key in found):
+        raise ValueError(f"{where} holds a key with a space or control character in it")
+    return found
 
 
 def env_var_for(field: str) -> str:

@@ -69,10 +69,7 @@ def test_instances_sharing_only_the_store_answer_like_the_ingesting_machine(
     env = {"CHROMA_HOST": "127.0.0.1", "CHROMA_PORT": str(port)}
     settings = load_settings(home=ingesting_home, chroma_host="127.0.0.1", chroma_port=port)
     ingesting = AnswerPipeline(settings, embeddings=minilm)
-    expected = {
-        question: _ids(ingesting.invoke(question)["references"])
-        for question in QUESTIONS
-    }
+    expected = {question: _ids(ingesting.invoke(question)["references"]) for question in QUESTIONS}
     assert all(expected.values())
 
     homes = [tmp_path / "first", tmp_path / "second"]  # empty: nothing but the store is shared

@@ -478,3 +478,54 @@ def test_a_conversation_keeps_earlier_turns_and_sends_them_as_history(
     wait_settled(page, 0)
     assert bodies[-1].get("history", []) == []
     assert page.problems == []
+
+
+def test_a_server_with_keys_gets_one_from_the_page_and_it_is_kept_for_the_tab(
+    page: Any, sample_home: Path, tmp_path: Path
+) -> None:
+    key = "page-key-5e1f0a"
+    env = {"REACTOME_ANSWERS_API_KEYS": key}
+    with serve_command(sample_home, "--no-log", env=env) as server:
+        sent: list[str | None] = []
+        page.on(
+            "request",
+            lambda request: sent.append(request.headers.get("authorization"))
+            if request.url.endswith("/v1/answer/stream")
+            else None,
+        )
+        page.goto(f"{server.base}/")
+        assert page.is_hidden("#key-form")
+        page.fill("#question", FIRST)
+        page.press("#question", "Enter")
+        page.wait_for_selector("#key-form", state="visible", timeout=30_000)
+        assert "needs an API key" in page.text_content("#error")
+        page.fill("#api-key", "not-the-key")
+        page.press("#api-key", "Enter")
+        # A wrong key: asked for again, with the server's reason.
+        page.wait_for_function(
+            "() => document.getElementById('error').textContent.includes('not one this server')",
+            timeout=30_000,
+        )
+        assert page.is_visible("#key-form")
+        page.fill("#api-key", key)
+        page.press("#api-key", "Enter")
+        wait_settled(page, 0)
+        assert page.get_attribute("#answer", "data-state") == "answered"
+        assert page.is_hidden("#key-form")
+        assert shown_sources(page)
+
+        # Kept for the tab: a reload asks with it, and nothing asks for it again.
+        page.reload()
+        page.fill("#question", FIRST)
+        page.press("#question", "Enter")
+        wait_settled(page, 0)
+        assert page.get_attribute("#answer", "data-state") == "answered"
+        assert page.is_hidden("#key-form")
+        assert sent == [None, "Bearer not-the-key", f"Bearer {key}", f"Bearer {key}"]
+        # A new tab of its own (another context) starts without it.
+        other = page.context.browser.new_context().new_page()
+        other.goto(f"{server.base}/")
+        assert other.evaluate("sessionStorage.getItem('reactome-answers-api-key')") is None
+        other.context.close()
+    # The 401s the page met show up as failed loads in the console, and nothing else.
+    assert all("401" in problem for problem in page.problems), page.problems

@@ -486,7 +486,45 @@ function newConversation() {
   page.question.focus();
 }
 
-async function ask(question, citeUrls) {
+// A server with API keys answers 401 until the page sends one: the page asks for it once and
+// keeps it for the tab (sessionStorage), never longer.
+const KEY_ITEM = "reactome-answers-api-key";
+let waitingForKey = null; // the question to ask again once a key is given
+
+function apiKey() {
+  try {
+    return sessionStorage.getItem(KEY_ITEM);
+  } catch (_) {
+    return null; // storage switched off: the key is asked for again
+  }
+}
+
+function askForKey(question, citeUrls, message) {
+  try {
+    sessionStorage.removeItem(KEY_ITEM);
+  } catch (_) {
+    // Nothing kept.
+  }
+  waitingForKey = { question, citeUrls };
+  showError(message);
+  page.keyForm.hidden = false;
+  page.apiKey.value = "";
+  page.apiKey.focus();
+}
+
+function useKey(key) {
+  try {
+    sessionStorage.setItem(KEY_ITEM, key);
+  } catch (_) {
+    // Kept for this question only.
+  }
+  page.keyForm.hidden = true;
+  const pending = waitingForKey;
+  waitingForKey = null;
+  if (pending) ask(pending.question, pending.citeUrls, key);
+}
+
+async function ask(question, citeUrls, keyOnce = null) {
   // Asking again abandons the answer in flight (the server then stops its model).
   if (current) current.abort();
   else if (turnOnPage) keepTurn();
@@ -521,12 +559,20 @@ async function ask(question, citeUrls) {
     const body = { question, live_citations: true };
     if (citeUrls) body.cite_urls = true;
     if (conversation.length) body.history = history();
+    const headers = { "Content-Type": "application/json", Accept: "text/event-stream" };
+    const key = keyOnce || apiKey();
+    if (key) headers.Authorization = `Bearer ${key}`;
     const response = await fetch("/v1/answer/stream", {
       method: "POST",
-      headers: { "Content-Type": "application/json", Accept: "text/event-stream" },
+      headers,
       body: JSON.stringify(body),
       signal: controller.signal,
     });
+    if (response.status === 401) {
+      askForKey(question, citeUrls, await errorMessage(response));
+      settle("failed", "");
+      return;
+    }
     if (!response.ok) {
       showError(await errorMessage(response));
       settle("failed", "");
@@ -604,6 +650,13 @@ if (typeof document !== "undefined") {
     page.retrievedSection = document.getElementById("retrieved-section");
     page.retrievedSummary = document.getElementById("retrieved-summary");
     page.citeUrls = document.getElementById("cite-urls");
+    page.keyForm = document.getElementById("key-form");
+    page.apiKey = document.getElementById("api-key");
+    page.keyForm.addEventListener("submit", (event) => {
+      event.preventDefault();
+      const key = page.apiKey.value.trim();
+      if (key) useKey(key);
+    });
     form.addEventListener("submit", (event) => {
       event.preventDefault();
       const question = page.question.value.trim();

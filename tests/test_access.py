@@ -1,0 +1,193 @@
+"""API keys, the answer cap and the rate limit, through the real `serve` on 127.0.0.1."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import openai
+import pytest
+
+from app._access import RateLimiter
+from pipelines.errors import ConfigurationError
+from pipelines.settings import load_settings
+from tests.support.fake_openai import fake_chat
+from tests.support.invariants import check_stream
+from tests.support.servers import Served, serve_command
+from tests.support.sse import parse_sse
+
+QUESTION = "What causes Tangier disease?"
+KEYS = ["first-key-7f3a9c", "second-key-41be02"]
+WRONG = "wrong-key-d00d55"
+
+
+@pytest.fixture(scope="module")
+def keyed(sample_home: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """`serve` over the sample with two keys, from a key file."""
+    key_file = tmp_path_factory.mktemp("keys") / "keys.txt"
+    key_file.write_text(f"# who has which key is the operator's business\n{KEYS[0]}\n\n{KEYS[1]}\n")
+    with serve_command(sample_home, env={"REACTOME_ANSWERS_API_KEYS": f"@{key_file}"}) as served:
+        yield served
+    for key in [*KEYS, WRONG]:  # not in the server's own output, nor any event log
+        assert key not in served.stderr
+        for log in (sample_home / "logs").glob("*.jsonl"):
+            assert key not in log.read_text()
+
+
+def _bearer(key: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}"}
+
+
+def test_the_page_and_health_need_no_key(keyed: Served) -> None:
+    for path in ("/", "/healthz", "/static/client.js"):
+        assert httpx.get(f"{keyed.base}{path}", timeout=30).status_code == 200, path
+
+
+@pytest.mark.parametrize(
+    ("headers", "said"),
+    [
+        ({}, "needs an API key"),
+        (_bearer(WRONG), "not one this server accepts"),
+        ({"Authorization": WRONG}, "needs an API key"),  # not the Bearer scheme
+    ],
+)
+def test_every_other_endpoint_refuses_a_missing_or_wrong_key(
+    keyed: Served, headers: dict[str, str], said: str
+) -> None:
+    requests = [
+        ("POST", "/v1/answer", {"question": QUESTION}),
+        ("POST", "/v1/answer/stream", {"question": QUESTION}),
+        ("POST", "/v1/chat/completions", {"messages": [{"role": "user", "content": QUESTION}]}),
+        ("POST", "/api/chat", {"messages": []}),
+        ("GET", "/v1/collections", None),
+        ("GET", "/v1/models", None),
+        ("GET", "/openapi.json", None),
+    ]
+    for method, path, body in requests:
+        response = httpx.request(
+            method, f"{keyed.base}{path}", json=body, headers=headers, timeout=30
+        )
+        assert response.status_code == 401, path
+        assert response.headers["www-authenticate"] == "Bearer"
+        error = response.json()["error"]
+        assert error["code"] == "unauthorized"
+        assert said in error["message"]
+        assert WRONG not in error["message"]
+
+
+def test_either_right_key_is_served(keyed: Served) -> None:
+    for key in KEYS:
+        response = httpx.post(
+            f"{keyed.base}/v1/answer", json={"question": QUESTION}, headers=_bearer(key), timeout=60
+        )
+        assert response.status_code == 200
+        assert response.json()["state"] == "answered"
+
+
+def test_the_openai_client_sends_its_key_as_ours(keyed: Served) -> None:
+    right = openai.OpenAI(base_url=f"{keyed.base}/v1", api_key=KEYS[1], max_retries=0)
+    reply = right.chat.completions.create(
+        model="reactome-answers", messages=[{"role": "user", "content": QUESTION}]
+    )
+    assert "ABCA1" in (reply.choices[0].message.content or "")
+    wrong = openai.OpenAI(base_url=f"{keyed.base}/v1", api_key=WRONG, max_retries=0)
+    with pytest.raises(openai.AuthenticationError) as refused:
+        wrong.models.list()
+    assert refused.value.status_code == 401
+
+
+def test_unusable_key_settings_are_clear_and_never_show_a_key(tmp_path: Path) -> None:
+    with pytest.raises(ConfigurationError, match="no key"):
+        load_settings(api_keys=" , ")
+    with pytest.raises(ConfigurationError, match="cannot be read") as missing:
+        load_settings(api_keys=f"@{tmp_path / 'absent.txt'}")
+    assert "absent.txt" in str(missing.value)
+    settings = load_settings(api_keys=f"{KEYS[0]},{KEYS[1]}")
+    assert KEYS[0] not in repr(settings)
+    assert KEYS[0] not in settings.model_dump_json()
+
+
+# --- the cap on answers in progress ----------------------------------------------------------
+
+
+async def _stream(client: httpx.AsyncClient, base: str, question: str) -> httpx.Response:
+    response = await client.post(
+        f"{base}/v1/answer/stream", json={"question": question}, timeout=120
+    )
+    await response.aread()
+    return response
+
+
+def test_answers_over_the_cap_get_429_at_once_and_the_rest_finish(sample_home: Path) -> None:
+    # Answers from a model that takes about 2 s each, so that all 20 are asked while the
+    # first ones are still being written.
+    with fake_chat("ok") as fake:
+        fake.slow_delay_s = 0.2
+        env = {
+            "OPENAI_BASE_URL": fake.url,
+            "OPENAI_API_KEY": "sk-test",
+            "REACTOME_ANSWERS_LLM": "openai:fake-model",
+            "REACTOME_ANSWERS_MAX_CONCURRENT_ANSWERS": "4",
+        }
+        with serve_command(sample_home, env=env) as served:
+
+            async def offer() -> list[tuple[httpx.Response, float]]:
+                limits = httpx.Limits(max_connections=40)
+                async with httpx.AsyncClient(limits=limits) as client:
+
+                    async def timed() -> tuple[httpx.Response, float]:
+                        started = asyncio.get_running_loop().time()
+                        response = await _stream(client, served.base, f"Say slowly: {QUESTION}")
+                        return response, asyncio.get_running_loop().time() - started
+
+                    return await asyncio.gather(*(timed() for _ in range(20)))
+
+            results = asyncio.run(offer())
+    refused = [(r, s) for r, s in results if r.status_code == 429]
+    admitted = [r for r, _ in results if r.status_code == 200]
+    statuses = [response.status_code for response, _ in results]
+    assert len(admitted) == 4, statuses
+    assert len(refused) == 16, statuses
+    for response, seconds in refused:
+        assert response.headers["retry-after"] == "1"
+        assert response.json()["error"]["code"] == "too_many_answers"
+        assert seconds < 1.5  # at once, not after the running answers
+    for response in admitted:
+        done = check_stream(parse_sse(response.text))
+        assert done.data.state == "answered"
+
+
+# --- the rate limit ----------------------------------------------------------------------------
+
+
+def test_the_rate_limit_refuses_beyond_a_minutes_worth(sample_home: Path) -> None:
+    env = {"REACTOME_ANSWERS_RATE_LIMIT": "3", "REACTOME_ANSWERS_API_KEYS": ",".join(KEYS)}
+    with serve_command(sample_home, env=env) as served:
+        statuses = []
+        for _ in range(4):
+            response = httpx.get(
+                f"{served.base}/v1/collections", headers=_bearer(KEYS[0]), timeout=30
+            )
+            statuses.append(response.status_code)
+        assert statuses == [200, 200, 200, 429]
+        assert response.json()["error"]["code"] == "rate_limited"
+        assert 1 <= int(response.headers["retry-after"]) <= 20  # one request per 20 s
+        # Per key: the other key has its own minute.
+        other = httpx.get(f"{served.base}/v1/collections", headers=_bearer(KEYS[1]), timeout=30)
+        assert other.status_code == 200
+        # And health checks are never limited.
+        assert httpx.get(f"{served.base}/healthz", timeout=30).status_code == 200
+
+
+def test_the_bucket_refills_at_the_rate() -> None:
+    now = [0.0]
+    limiter = RateLimiter(60, clock=lambda: now[0])
+    assert all(limiter.check("a") is None for _ in range(60))
+    wait = limiter.check("a")
+    assert wait is not None
+    assert wait == pytest.approx(1.0)
+    now[0] = 1.0
+    assert limiter.check("a") is None
+    assert limiter.check("b") is None  # another client's own bucket
