@@ -25,7 +25,7 @@ from uvicorn.protocols.http.auto import AutoHTTPProtocol
 from app._errors import error_response
 from pipelines.settings import Settings
 
-__all__ = ["BodyLimits", "RequireJSON", "run"]
+__all__ = ["BodyLimits", "RequireJSON", "run", "worker_protocol"]
 
 _CLOSE = {"Connection": "close"}
 
@@ -123,7 +123,7 @@ _BUSY = (
 
 class _LimitedHTTP(AutoHTTPProtocol):  # type: ignore[misc, valid-type]
     """uvicorn's HTTP protocol with a deadline on request headers and a connection cap;
-    subclassed per server with the settings' numbers (:func:`_protocol_for`)."""
+    its numbers are the settings' (:func:`_configure_protocol`)."""
 
     header_timeout_s: float = 10.0
     max_connections: int = 1000
@@ -159,26 +159,34 @@ class _LimitedHTTP(AutoHTTPProtocol):  # type: ignore[misc, valid-type]
         super().connection_lost(exc)
 
 
-def _protocol_for(settings: Settings) -> type[asyncio.Protocol]:
-    return type(
-        "LimitedHTTP",
-        (_LimitedHTTP,),
-        {
-            "header_timeout_s": settings.header_timeout_s,
-            "max_connections": settings.max_connections,
-        },
-    )
+def _configure_protocol(settings: Settings) -> type[asyncio.Protocol]:
+    """The protocol class with the settings' numbers. It is the module's own class, set up
+    in each process, so that uvicorn's worker processes can be handed it by name."""
+    _LimitedHTTP.header_timeout_s = settings.header_timeout_s
+    _LimitedHTTP.max_connections = settings.max_connections
+    return _LimitedHTTP
 
 
-def run(app: Any, settings: Settings, *, host: str, port: int) -> None:
-    """Serve ``app`` with uvicorn under the settings' connection limits until stopped."""
+def run(app: Any, settings: Settings, *, host: str, port: int, workers: int = 1) -> None:
+    """Serve ``app`` with uvicorn under the settings' connection limits until stopped.
+
+    With several ``workers``, ``app`` must be an import string of an application factory:
+    each worker process builds its own application (and loads its own models) from the
+    environment, and uvicorn shares the listening socket among them."""
     import uvicorn
 
     uvicorn.run(
         app,
         host=host,
         port=port,
-        http=_protocol_for(settings),
+        http=_configure_protocol(settings),
         timeout_keep_alive=settings.keep_alive_s,
         log_level="info",
+        workers=workers if workers > 1 else None,
+        factory=workers > 1,
     )
+
+
+def worker_protocol(settings: Settings) -> None:
+    """In a worker process: give the protocol this process's settings."""
+    _configure_protocol(settings)

@@ -14,7 +14,7 @@ from typing import Any
 
 from pipelines.settings import env_var_for
 
-__all__ = ["SETTINGS_GROUP", "SETTING_FIELDS", "CommandParser", "port_number"]
+__all__ = ["SETTINGS_GROUP", "SETTING_FIELDS", "CommandParser", "port_number", "worker_count"]
 
 SETTINGS_GROUP = "settings (override the environment)"
 _SETTINGS_PLACES = (
@@ -51,6 +51,19 @@ def port_number(value: str) -> int:
     if not 1 <= port <= 65535:
         raise argparse.ArgumentTypeError(f"{value!r} is not a port; give a number from 1 to 65535")
     return port
+
+
+def worker_count(value: str) -> int:
+    """How many worker processes ``serve`` runs: 1 to 64."""
+    try:
+        count = int(value)
+    except ValueError:
+        count = 0
+    if not 1 <= count <= 64:
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is not a worker count; give a number from 1 to 64 (about one per core)"
+        )
+    return count
 
 
 def _add_setting_options(parser: argparse.ArgumentParser) -> None:

@@ -19,12 +19,12 @@ from app._ask_command import add_ask_arguments, cmd_ask
 from app._chat_command import add_chat_arguments, cmd_chat
 from app._ingest_commands import add_ingest_arguments, cmd_collections, cmd_ingest
 from app._logs_commands import add_logs_arguments, add_replay_arguments, cmd_logs, cmd_replay
-from app._options import CommandParser, port_number
+from app._options import SETTING_FIELDS, CommandParser, port_number, worker_count
 from app._terminal import guard_output
 from callbacks.events import event_json_schema
 from pipelines.errors import ReactomeAnswersError
 from pipelines.redaction import redact_secrets
-from pipelines.settings import Settings, load_settings
+from pipelines.settings import Settings, env_var_for, load_settings
 
 __all__ = ["build_parser", "main"]
 
@@ -66,16 +66,33 @@ def _add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--port", type=port_number, default=8000, help="port to listen on (1-65535)"
     )
+    parser.add_argument(
+        "--workers",
+        type=worker_count,
+        default=1,
+        help="worker processes sharing the port, each with its own models (default 1); "
+        "limits such as REACTOME_ANSWERS_MAX_CONCURRENT_ANSWERS apply per worker",
+    )
 
 
 def _cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     from app._http import run
     from app.server import create_app
 
+    workers = f" with {args.workers} workers" if args.workers > 1 else ""
     print(
-        f"{PROG}: serving on http://{args.host}:{args.port}/ (API docs at /docs)", file=sys.stderr
+        f"{PROG}: serving on http://{args.host}:{args.port}/{workers} (API docs at /docs)",
+        file=sys.stderr,
     )
-    run(create_app(settings), settings, host=args.host, port=args.port)
+    if args.workers == 1:
+        run(create_app(settings), settings, host=args.host, port=args.port)
+        return 0
+    # Each worker builds its settings from the environment: the options given here go there.
+    for field in SETTING_FIELDS:
+        value = getattr(settings, field)
+        if value is not None:
+            os.environ[env_var_for(field)] = str(value)
+    run("app.server:worker_app", settings, host=args.host, port=args.port, workers=args.workers)
     return 0
 
 

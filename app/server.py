@@ -51,6 +51,7 @@ __all__ = [
     "add_body_limits",
     "add_cors",
     "create_app",
+    "worker_app",
 ]
 
 # Proxies (nginx and friends) must pass each event on at once and never cache a stream.
@@ -291,3 +292,13 @@ def create_app(
         return [info.as_json() for info in infos]
 
     return app
+
+
+def worker_app() -> FastAPI:
+    """The application of one ``serve --workers`` process: its settings come from the
+    environment, where ``serve`` put the options it was given."""
+    from app._http import worker_protocol
+
+    settings = load_settings()
+    worker_protocol(settings)
+    return create_app(settings)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import json
 import time
 from collections.abc import Sequence
@@ -27,7 +28,7 @@ class RequestLogs:
         self.settings = settings
         self._pruned_at: float | None = None
         # What identifies the settings a log was written under, without the home folder.
-        dumped = settings.model_dump(mode="json", exclude={"home"})
+        dumped = settings.model_dump(mode="json", exclude={"home", "api_keys"})
         self._digest = hashlib.sha256(json.dumps(dumped, sort_keys=True).encode()).hexdigest()
         self._digest = self._digest[:16]
 
@@ -53,6 +54,8 @@ class RequestLogs:
                 "releases": releases,
                 "options": options,
                 "settings_digest": self._digest,
+                # Which process answered: one of `serve --workers N` shares the folder.
+                "process": os.getpid(),
                 "created_at": now.isoformat(timespec="milliseconds"),
             },
         )
