@@ -12,6 +12,7 @@ import errno
 import json
 import os
 import sys
+import tempfile
 from collections.abc import Callable, Sequence
 from importlib.metadata import PackageNotFoundError, version
 
@@ -92,7 +93,11 @@ def _cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
         value = getattr(settings, field)
         if value is not None:
             os.environ[env_var_for(field)] = str(value)
-    run("app.server:worker_app", settings, host=args.host, port=args.port, workers=args.workers)
+    # The workers' metrics meet in a folder of this run's (prometheus-client's multiprocess
+    # mode): a scrape of any worker adds up all of them.
+    with tempfile.TemporaryDirectory(prefix="reactome-answers-metrics-") as metrics:
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics
+        run("app.server:worker_app", settings, host=args.host, port=args.port, workers=args.workers)
     return 0
 
 

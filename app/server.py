@@ -25,7 +25,7 @@ from typing import Any, Literal, TypeVar
 import anyio
 from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
 from sse_starlette import EventSourceResponse
 
@@ -33,6 +33,7 @@ from app._access import AccessControl, AnswerSlots, RateLimiter
 from app._ai_sdk import add_ai_sdk_routes
 from app._errors import add_error_handlers, error_response
 from app._http import BodyLimits, RequireJSON
+from app._metrics import CONTENT_TYPE_LATEST, ServerMetrics
 from app._openai_api import add_openai_routes
 from app._web import add_web_client
 from callbacks.events import to_sse
@@ -206,10 +207,13 @@ def create_app(
         "at real Reactome entities.",
         lifespan=lifespan,
     )
+    metrics = ServerMetrics()
+    shared.observers.append(metrics)
     app.add_middleware(RequireJSON)
     add_body_limits(app, settings)
-    add_access_control(app, settings)  # inside CORS: a preflight needs no key
+    add_access_control(app, settings, metrics.rejected)  # inside CORS: a preflight needs no key
     add_cors(app, settings)
+    app.add_middleware(metrics.middleware)  # outermost: it counts every request and status
 
     add_error_handlers(app)
 
@@ -283,6 +287,10 @@ def create_app(
         report["degraded"] = degraded
         report["status"] = ("degraded" if degraded else "ok") if healthy else "unavailable"
         return JSONResponse(report, status_code=200 if healthy else 503)
+
+    @app.get("/metrics", summary="Counters and histograms in the Prometheus text format")
+    async def prometheus_metrics() -> Response:
+        return Response(metrics.render(), media_type=CONTENT_TYPE_LATEST)
 
     @app.get("/v1/collections", summary="What is ingested")
     async def collections() -> list[dict[str, Any]]:

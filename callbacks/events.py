@@ -170,6 +170,9 @@ class Usage(_Model):
 
 class Timings(_Model):
     first_token_ms: float | None = Field(default=None, ge=0)
+    retrieval_ms: float | None = Field(
+        default=None, ge=0, description="when the retrieval run ended (the citations were sent)"
+    )
     total_ms: float = Field(ge=0)
     held_back_ms: float | None = Field(
         default=None, ge=0, description="live citations: the longest a character was held back"

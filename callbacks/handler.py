@@ -107,6 +107,7 @@ class _Answer:
     context: list[Document] = field(default_factory=list)
     parts: list[str] = field(default_factory=list)
     first_token_ms: float | None = None
+    retrieval_ms: float | None = None
     live: LiveCitations[Source] | None = None  # live citation numbering only
     streamed: list[str] = field(default_factory=list)  # live: the token texts sent
     references_sent: int = 0  # live: how many reference events went out
@@ -326,6 +327,7 @@ class AnswerEventHandler(BaseCallbackHandler):
             self._answer.live = LiveCitations(sources)
         # Only now may answer tokens flow: the sources are complete.
         self.retrieval_ended = True
+        self._answer.retrieval_ms = self._elapsed_ms()
 
     @_guarded
     def on_llm_new_token(
@@ -448,7 +450,10 @@ class AnswerEventHandler(BaseCallbackHandler):
     ) -> DoneEvent:
         total_ms = self._elapsed_ms()
         timings = Timings(
-            first_token_ms=self._answer.first_token_ms, total_ms=total_ms, **held or {}
+            first_token_ms=self._answer.first_token_ms,
+            retrieval_ms=self._answer.retrieval_ms,
+            total_ms=total_ms,
+            **held or {},
         )
         data = DoneData(
             state=state,

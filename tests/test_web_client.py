@@ -481,7 +481,7 @@ def test_a_conversation_keeps_earlier_turns_and_sends_them_as_history(
 
 
 def test_a_server_with_keys_gets_one_from_the_page_and_it_is_kept_for_the_tab(
-    page: Any, sample_home: Path, tmp_path: Path
+    page: Any, sample_home: Path
 ) -> None:
     key = "page-key-5e1f0a"
     env = {"REACTOME_ANSWERS_API_KEYS": key}
@@ -489,9 +489,11 @@ def test_a_server_with_keys_gets_one_from_the_page_and_it_is_kept_for_the_tab(
         sent: list[str | None] = []
         page.on(
             "request",
-            lambda request: sent.append(request.headers.get("authorization"))
-            if request.url.endswith("/v1/answer/stream")
-            else None,
+            lambda request: (
+                sent.append(request.headers.get("authorization"))
+                if request.url.endswith("/v1/answer/stream")
+                else None
+            ),
         )
         page.goto(f"{server.base}/")
         assert page.is_hidden("#key-form")

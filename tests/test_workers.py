@@ -21,7 +21,7 @@ def _children(pid: int) -> list[int]:
     return found
 
 
-def test_two_workers_share_the_port_and_the_logs_folder(sample_home: Path, tmp_path: Path) -> None:
+def test_two_workers_share_the_port_and_the_logs_folder(sample_home: Path) -> None:
     logs_before = set((sample_home / "logs").glob("*.jsonl"))
     with serve_command(sample_home, command=("serve", "--workers", "2", "--port")) as served:
         # The supervisor's children spawned to serve (not multiprocessing's helpers).
@@ -32,7 +32,7 @@ def test_two_workers_share_the_port_and_the_logs_folder(sample_home: Path, tmp_p
         ]
         assert len(workers) == 2, workers
 
-        def ask(_: int) -> dict[str, object]:
+        def ask(_: int) -> dict[str, str]:
             response = httpx.post(
                 f"{served.base}/v1/answer/stream", json={"question": QUESTION}, timeout=120
             )

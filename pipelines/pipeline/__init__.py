@@ -23,8 +23,15 @@ it works with LangChain's own ``astream_events``. Each call builds its own
 :class:`AnswerEventHandler`, so one pipeline serves concurrent requests.
 """
 
-from pipelines.pipeline._answer import NOTHING_FOUND, AnswerPipeline, History
+from pipelines.pipeline._answer import NOTHING_FOUND, AnswerObserver, AnswerPipeline, History
 from pipelines.pipeline._result import answer_result
 from pipelines.pipeline._runnable import PipelineRunnable
 
-__all__ = ["NOTHING_FOUND", "AnswerPipeline", "History", "PipelineRunnable", "answer_result"]
+__all__ = [
+    "NOTHING_FOUND",
+    "AnswerObserver",
+    "AnswerPipeline",
+    "History",
+    "PipelineRunnable",
+    "answer_result",
+]

@@ -7,14 +7,15 @@ import uuid
 import weakref
 from collections.abc import AsyncGenerator, Iterator, Sequence
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
+from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables import Runnable, RunnableConfig
 
-from callbacks.events import DoneEvent, Event
+from callbacks.events import DoneData, DoneEvent, Event, TokenEvent
 from callbacks.handler import AnswerEventHandler
 from callbacks.log import EventLog
 
@@ -38,7 +39,7 @@ from pipelines.settings import Settings, load_settings
 if TYPE_CHECKING:
     from pipelines.retriever import ReactomeRetriever
 
-__all__ = ["NOTHING_FOUND", "REFUSAL_EVENT", "AnswerPipeline", "History"]
+__all__ = ["NOTHING_FOUND", "REFUSAL_EVENT", "AnswerObserver", "AnswerPipeline", "History"]
 
 # The custom callback event that records why a question was refused: the event log keeps it
 # as a callback record, which ``replay --check`` passes through without an event.
@@ -49,6 +50,15 @@ REFUSAL_EVENT = "reactome-answers:refusal"
 NOTHING_FOUND = load_catalog().nothing_found()
 
 History = Sequence[tuple[str, str]]
+
+
+class AnswerObserver(Protocol):
+    """Hears each answer start and end (``done`` None if it somehow ended without one), with
+    the number of token events it sent; called on the event loop, so it must be quick."""
+
+    def answer_started(self) -> None: ...
+
+    def answer_finished(self, done: DoneData | None, tokens: int) -> None: ...
 
 
 class AnswerPipeline:
@@ -64,17 +74,24 @@ class AnswerPipeline:
         client: Any = None,
         retriever: Runnable[str, list[Document]] | None = None,
         raise_handler_errors: bool = True,
+        callbacks: Sequence[BaseCallbackHandler] = (),
     ) -> None:
         """Everything is built from ``settings`` unless given: tests and embedders can pass
         their own models, embeddings, Chroma client, or a whole retriever (any Runnable from a
         question to documents; it is tagged as the retrieval run here).
 
         ``raise_handler_errors`` lets a failure inside the event handler end the answer with
-        ``error`` then ``done`` (``failed``); off, LangChain logs it and carries on."""
+        ``error`` then ``done`` (``failed``); off, LangChain logs it and carries on.
+
+        ``callbacks``: more LangChain callback handlers for every request, beside ours: a
+        tracer sees the run tree (the chain, its retrieval run with the expander's model run
+        inside, and the answer model's run, each tagged). LangSmith's own tracer needs none:
+        ``LANGSMITH_TRACING=true`` adds it (docs/deployment.md)."""
         self.settings = settings or load_settings()
         self._retriever = retriever
         self._logs = RequestLogs(self.settings)
         self.raise_handler_errors = raise_handler_errors
+        self.callbacks = list(callbacks)
         self._sync = SyncRunner()
         # The sync runner's thread ends with the pipeline: nothing else holds its loop.
         weakref.finalize(self, self._sync.stop)
@@ -82,6 +99,8 @@ class AnswerPipeline:
         self._answer_model = answer_model
         self._expander_model = expander_model
         self._client = client
+        # Told of every answer's start and end (the server's metrics); see AnswerObserver.
+        self.observers: list[AnswerObserver] = []
 
     # --- parts, built on first use --------------------------------------------------------
 
@@ -230,7 +249,10 @@ class AnswerPipeline:
         handler.finish("refused", text=refusal.text)
 
     async def _run(self, handler: AnswerEventHandler, inputs: dict[str, Any]) -> None:
-        config: RunnableConfig = {"callbacks": [handler], "run_name": "reactome-answers"}
+        config: RunnableConfig = {
+            "callbacks": [handler, *self.callbacks],
+            "run_name": "reactome-answers",
+        }
         limit = self.settings.request_timeout_s
         try:
             async with asyncio.timeout(limit) as deadline:
@@ -347,10 +369,22 @@ class AnswerPipeline:
                 opening.add_done_callback(end_cancelled)
                 raise
 
+        observers = list(self.observers)
+        tokens = 0
+        finished = False
+
         def emit(event: Event) -> None:
+            nonlocal tokens, finished
             events.put_nowait(event)
             if log is not None:
                 log.event(event)
+            if observers:
+                if isinstance(event, TokenEvent):
+                    tokens += 1
+                elif isinstance(event, DoneEvent):
+                    finished = True
+                    for observer in observers:
+                        observer.answer_finished(event.data, tokens)
 
         handler = AnswerEventHandler(
             request_id=request_id,
@@ -360,6 +394,8 @@ class AnswerPipeline:
             raise_error=self.raise_handler_errors,
             record=log.callback if log is not None else None,
         )
+        for observer in observers:
+            observer.answer_started()
         handler.start(shown, list(collections or ["auto"]), options)
         refusal = self._check_question(normalized)
         task: asyncio.Task[None] | None = None
@@ -392,6 +428,9 @@ class AnswerPipeline:
                 # await inside a cancelled scope, as Starlette's is after a disconnect).
                 if log is not None:
                     log.close()
+                if not finished:  # done never came (it always should): still counted out
+                    for observer in observers:
+                        observer.answer_finished(None, tokens)
 
     def _open_log(
         self,

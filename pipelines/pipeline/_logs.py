@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import hashlib
-import os
 import json
+import os
 import time
 from collections.abc import Sequence
 from datetime import UTC, datetime

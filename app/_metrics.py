@@ -1,0 +1,173 @@
+"""``GET /metrics``: the server's counters and histograms in the Prometheus text format.
+
+- ``reactome_answers_requests_total{endpoint, state, status}``: every request, by endpoint
+  (the known paths, else ``other``), the answer's state (``answered``, ``nothing_found``,
+  ``refused``, ``failed``; empty for requests that answer nothing) and HTTP status;
+- ``reactome_answers_first_token_seconds``, ``reactome_answers_answer_seconds`` and
+  ``reactome_answers_retrieval_seconds``: histograms from each answer's ``done`` timings;
+- ``reactome_answers_answers_in_progress``: a gauge, summed over worker processes;
+- ``reactome_answers_tokens_streamed_total``: answer tokens sent;
+- ``reactome_answers_rejections_total{reason}``: requests refused before they were read
+  (``unauthorized``, ``rate_limited``, ``too_many_answers``).
+
+Under ``serve --workers N`` each worker writes its figures into the folder named by
+``PROMETHEUS_MULTIPROC_DIR`` (``serve`` makes one per run) and a scrape of any worker adds
+up all of them: prometheus-client's multiprocess mode.
+"""
+
+from __future__ import annotations
+
+import os
+from contextvars import ContextVar
+from typing import Any
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+)
+from prometheus_client.multiprocess import MultiProcessCollector
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from callbacks.events import DoneData
+
+__all__ = ["CONTENT_TYPE_LATEST", "ServerMetrics"]
+
+ENDPOINTS = frozenset(
+    {
+        "/",
+        "/healthz",
+        "/metrics",
+        "/v1/answer",
+        "/v1/answer/stream",
+        "/v1/chat/completions",
+        "/v1/models",
+        "/v1/collections",
+        "/api/chat",
+    }
+)
+_SECONDS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
+# The answer state of the request being served, filled in when its answer is done (the
+# answer runs in tasks of the request, which share this context).
+_REQUEST_STATE: ContextVar[dict[str, str] | None] = ContextVar("request_state", default=None)
+
+
+def _multiprocess_dir() -> str | None:
+    return os.environ.get("PROMETHEUS_MULTIPROC_DIR") or None
+
+
+class ServerMetrics:
+    """One application's metrics: an answer observer for its pipeline, a hook for refusals,
+    and the middleware that counts requests."""
+
+    def __init__(self) -> None:
+        # Each application its own registry: several may live in one process (tests).
+        self.registry = CollectorRegistry(auto_describe=True)
+        registry = self.registry
+        self.requests = Counter(
+            "reactome_answers_requests",
+            "Requests by endpoint, answer state and HTTP status",
+            ["endpoint", "state", "status"],
+            registry=registry,
+        )
+        self.first_token = Histogram(
+            "reactome_answers_first_token_seconds",
+            "From the start of an answer to its first token",
+            buckets=_SECONDS,
+            registry=registry,
+        )
+        self.total = Histogram(
+            "reactome_answers_answer_seconds",
+            "From the start of an answer to its done event",
+            buckets=_SECONDS,
+            registry=registry,
+        )
+        self.retrieval = Histogram(
+            "reactome_answers_retrieval_seconds",
+            "From the start of an answer to the end of its retrieval run",
+            buckets=_SECONDS,
+            registry=registry,
+        )
+        self.in_progress = Gauge(
+            "reactome_answers_answers_in_progress",
+            "Answers being written now",
+            multiprocess_mode="livesum",
+            registry=registry,
+        )
+        self.tokens = Counter(
+            "reactome_answers_tokens_streamed", "Answer tokens sent", registry=registry
+        )
+        self.rejections = Counter(
+            "reactome_answers_rejections",
+            "Requests refused before they were read, by reason",
+            ["reason"],
+            registry=registry,
+        )
+
+    # --- the pipeline's observer ------------------------------------------------------------
+
+    def answer_started(self) -> None:
+        self.in_progress.inc()
+
+    def answer_finished(self, done: DoneData | None, tokens: int) -> None:
+        self.in_progress.dec()
+        self.tokens.inc(tokens)
+        if done is None:
+            return
+        timings = done.timings
+        if timings is not None:
+            self.total.observe(timings.total_ms / 1000)
+            if timings.first_token_ms is not None:
+                self.first_token.observe(timings.first_token_ms / 1000)
+            if timings.retrieval_ms is not None:
+                self.retrieval.observe(timings.retrieval_ms / 1000)
+        state = _REQUEST_STATE.get()
+        if state is not None:
+            state["state"] = done.state
+
+    def rejected(self, reason: str) -> None:
+        self.rejections.labels(reason=reason).inc()
+
+    # --- exposition -------------------------------------------------------------------------
+
+    def render(self) -> bytes:
+        if _multiprocess_dir() is None:
+            return generate_latest(self.registry)
+        registry = CollectorRegistry()
+        MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
+        return generate_latest(registry)
+
+    def middleware(self, app: ASGIApp) -> ASGIApp:
+        return _CountRequests(app, self)
+
+
+class _CountRequests:
+    def __init__(self, app: ASGIApp, metrics: ServerMetrics) -> None:
+        self.app, self.metrics = app, metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        found: dict[str, Any] = {"status": "0"}
+        state: dict[str, str] = {}
+        token = _REQUEST_STATE.set(state)
+
+        async def noting_status(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                found["status"] = str(message["status"])
+            await send(message)
+
+        try:
+            await self.app(scope, receive, noting_status)
+        finally:
+            _REQUEST_STATE.reset(token)
+            path = scope.get("path", "")
+            self.metrics.requests.labels(
+                endpoint=path if path in ENDPOINTS else "other",
+                state=state.get("state", ""),
+                status=found["status"],
+            ).inc()
