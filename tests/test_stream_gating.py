@@ -18,7 +18,7 @@ from langchain_core.documents import Document
 from langchain_core.language_models import FakeListChatModel
 from langchain_core.runnables import RunnableLambda
 
-from callbacks.events import CitationEvent, DoneEvent, ErrorEvent, Event, TokenEvent
+from callbacks.events import CitationEvent, DoneEvent, ErrorEvent, Event, TokenData, TokenEvent
 from pipelines.pipeline import NOTHING_FOUND, AnswerPipeline
 from pipelines.settings import load_settings
 from tests.support.fake_pipeline import ABCA1, CDK5, GUIDE, VARIANT, FakeRetriever, make_pipeline
@@ -318,3 +318,30 @@ def test_the_chain_works_with_langchains_own_astream_events() -> None:
     kinds = [event["event"] for event in asyncio.run(collect())]
     assert "on_retriever_end" in kinds
     assert kinds.count("on_chat_model_stream") == len("ABCA1 [1].")
+
+
+@pytest.mark.parametrize("after_tokens", [0, 3])
+def test_work_that_dies_without_done_still_ends_the_stream_with_done(after_tokens: int) -> None:
+    """A bug that ends the work without its done (here: the request's work raising past
+    every handler) still gives the caller an error and a done, after what was sent."""
+
+    class Dying(AnswerPipeline):
+        async def _run(self, handler: Any, inputs: dict[str, Any]) -> None:
+            for number in range(after_tokens):
+                handler._send(TokenEvent, TokenData(text=f"t{number} "))
+            await asyncio.sleep(0)
+            raise RuntimeError("the work broke")
+
+    pipeline = Dying(
+        load_settings(event_logs=False),
+        answer_model=FakeListChatModel(responses=["unused"]),
+        expander_model=FakeListChatModel(responses=["{}"]),
+        retriever=RunnableLambda(lambda _question: []),
+    )
+    events = list(pipeline.stream("What does ABCA1 do?"))
+    assert [e.type for e in events] == ["start", *["token"] * after_tokens, "error", "done"]
+    error = events[-2]
+    assert isinstance(error, ErrorEvent)
+    assert error.data.code == "internal"
+    assert "stopped unexpectedly (RuntimeError: the work broke)" in error.data.message
+    assert check_stream(events).data.state == "failed"
