@@ -189,34 +189,52 @@ def bench_finalizer() -> dict[str, Any]:
 # --- idle memory of serve -------------------------------------------------------------------
 
 
-def serve_memory(home: Path) -> dict[str, Any]:
+def serve_memory(home: Path, workers: int = 1) -> dict[str, Any]:
     """Resident memory of `reactome-answers serve` over this home: after start-up, and after
-    one answered question (models loaded, indexes read)."""
+    answering (models loaded, indexes read); with ``workers``, of each worker process."""
     import subprocess
 
     import httpx
 
+    from tests.benchmarks.bench_serving import _children
     from tests.support.servers import free_port, wait_until_serving
 
     port = free_port()
     command = [str(Path(sys.executable).parent / "reactome-answers"), "--home", str(home),
-               "--no-log", "serve", "--port", str(port)]  # fmt: skip
+               "--no-log", "serve", "--port", str(port), "--workers", str(workers)]  # fmt: skip
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
-    def rss_mb() -> float:
-        status = Path(f"/proc/{process.pid}/status").read_text().splitlines()
+    def rss_mb(pid: int) -> float:
+        status = Path(f"/proc/{pid}/status").read_text().splitlines()
         line = next(line for line in status if line.startswith("VmRSS:"))
         return int(line.split()[1]) / 1024
 
+    def servers() -> list[int]:
+        if workers == 1:
+            return [process.pid]
+        found = _children(process.pid)
+        return [pid for pid in found if b"spawn_main" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+
     try:
         wait_until_serving(f"http://127.0.0.1:{port}/healthz", lambda: process.poll() is None)
-        started = rss_mb()
+        started = [rss_mb(pid) for pid in servers()]
         body = {"question": "What causes Tangier disease?"}
-        httpx.post(f"http://127.0.0.1:{port}/v1/answer", json=body, timeout=120)
-        return {"started_mb": round(started, 1), "after_one_answer_mb": round(rss_mb(), 1)}
+        for _ in range(2 * workers):  # a worker may take several; each likely gets one
+            httpx.post(f"http://127.0.0.1:{port}/v1/answer", json=body, timeout=120)
+        return {
+            "workers": workers,
+            "started_mb": [round(mb, 1) for mb in started],
+            "after_answers_mb": [round(rss_mb(pid), 1) for pid in servers()],
+        }
     finally:
         process.terminate()
         process.wait(timeout=30)
+
+
+# Fairness at a hosted model's pace (issue 17): 40 tokens a second per stream.
+FAIR_GAP_MS = 25.0
+FAIR_TOKENS = 200
+FAIR_GOALS_MS = {50: 60.0, 200: 100.0}  # p99 gap between tokens, one worker
 
 
 # --- report ------------------------------------------------------------------------------------
@@ -284,12 +302,18 @@ def main(argv: list[str] | None = None) -> int:
     }
     results["finalizer"] = bench_finalizer()
     if not quick:
-        results["serve_memory"] = serve_memory(home)
+        results["serve_memory"] = [serve_memory(home, workers) for workers in (1, 2)]
     print("serving...", file=sys.stderr)
     from tests.benchmarks.bench_serving import bench_serving
 
+    # Saturation: far more token events than one process can carry.
     results["serving"] = [
         bench_serving(streams, tokens=100 if quick else 300, gap_ms=2.0)
+        for streams in ((50,) if quick else (50, 200))
+    ]
+    results["fairness"] = [
+        bench_serving(streams, tokens=FAIR_TOKENS, gap_ms=FAIR_GAP_MS, workers=workers)
+        for workers in ((1,) if quick else (1, 2))
         for streams in ((50,) if quick else (50, 200))
     ]
 
@@ -341,15 +365,26 @@ def main(argv: list[str] | None = None) -> int:
         f"Finalizer: {finalizer['ms']:.3f} ms on {finalizer['chars']:,} characters with "
         f"{finalizer['markers']} markers"
     )
-    if "serve_memory" in results:
-        memory = results["serve_memory"]
-        print(
-            f"serve over this corpus: {memory['started_mb']:.0f} MB resident after start-up, "
-            f"{memory['after_one_answer_mb']:.0f} MB after one answer"
+    for memory in results.get("serve_memory", []):
+        each = ", ".join(
+            f"{start:.0f} -> {after:.0f}"
+            for start, after in zip(memory["started_mb"], memory["after_answers_mb"], strict=True)
         )
-    print("\nServing (SSE on 127.0.0.1, fake model)")
-    keys = ["streams", "completed", "errors", "mixed", "gap_p50_ms", "gap_p99_ms", "seconds"]
+        print(
+            f"serve --workers {memory['workers']} over this corpus, MB resident per serving "
+            f"process after start-up -> after answering: {each}"
+        )
+    keys = ["streams", "workers", "completed", "errors", "mixed", "gap_p50_ms", "gap_p99_ms",
+            "seconds", "cpu_us_per_event", "saturation_events_per_s"]  # fmt: skip
+    print("\nServing at saturation (SSE on 127.0.0.1, fake model, a token every 2 ms)")
     print(table(keys, [[run[k] for k in keys] for run in results["serving"]]))
+    print(f"\nFairness (a token every {FAIR_GAP_MS:g} ms, {FAIR_TOKENS} tokens a stream)")
+    rows = []
+    for run in results["fairness"]:
+        goal = FAIR_GOALS_MS.get(run["streams"]) if run["workers"] == 1 else None
+        met = "" if goal is None else ("met" if run["gap_p99_ms"] < goal else "missed")
+        rows.append([*(run[k] for k in keys), f"< {goal:g} ms: {met}" if goal else ""])
+    print(table([*keys, "p99 goal"], rows))
 
     path = write_results(name, results)
     plot(results, path.with_suffix(".png"))

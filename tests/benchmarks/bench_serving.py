@@ -193,6 +193,7 @@ def bench_serving(
         "gap_ms_model": gap_ms,
         "completed": sum(o["completed"] for o in finished),
         "errors": len(outcomes) - len(finished),
+        "first_error": next((repr(o)[:200] for o in outcomes if not isinstance(o, dict)), None),
         "mixed": sum(not o["own"] for o in finished),
         "gap_p50_ms": round(percentile(gaps, 0.5), 2),
         "gap_p99_ms": round(percentile(gaps, 0.99), 2),
