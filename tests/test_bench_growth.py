@@ -69,7 +69,12 @@ def test_a_copys_vector_is_its_originals_and_nothing_is_embedded_twice(tmp_path:
     copies = chunk_documents("reactions_x3", load_reactions_x3(_tsv(tmp_path)).documents)
     got = vectors.embed_documents([chunk.embed_text for chunk in copies])
 
-    assert [vector[0] for vector in got] == [0.0, 1.0] * 3
+    # Each copy gets the vector of the original with its text (chunks are in id order, so
+    # copies and originals interleave).
+    number_of = {chunk.text: float(n) for n, chunk in enumerate(originals)}
+    assert len(number_of) == len(originals) == 2
+    assert [vector[0] for vector in got] == [number_of[chunk.text] for chunk in copies]
+    assert sorted(vector[0] for vector in got) == [0.0, 0.0, 0.0, 1.0, 1.0, 1.0]
     assert model.texts == []
     assert vectors.embedded == 0
     assert vectors.embed_query("something else") == [14.0, 1.0]
