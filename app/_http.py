@@ -25,7 +25,7 @@ from uvicorn.protocols.http.auto import AutoHTTPProtocol
 from app._errors import error_response
 from pipelines.settings import Settings
 
-__all__ = ["BodyLimits", "RequireJSON", "run", "worker_protocol"]
+__all__ = ["BodyLimits", "RequireJSON", "configure_protocol", "run"]
 
 _CLOSE = {"Connection": "close"}
 
@@ -123,7 +123,7 @@ _BUSY = (
 
 class _LimitedHTTP(AutoHTTPProtocol):  # type: ignore[misc, valid-type]
     """uvicorn's HTTP protocol with a deadline on request headers and a connection cap;
-    its numbers are the settings' (:func:`_configure_protocol`)."""
+    its numbers are the settings' (:func:`configure_protocol`)."""
 
     header_timeout_s: float = 10.0
     max_connections: int = 1000
@@ -159,7 +159,7 @@ class _LimitedHTTP(AutoHTTPProtocol):  # type: ignore[misc, valid-type]
         super().connection_lost(exc)
 
 
-def _configure_protocol(settings: Settings) -> type[asyncio.Protocol]:
+def configure_protocol(settings: Settings) -> type[asyncio.Protocol]:
     """The protocol class with the settings' numbers. It is the module's own class, set up
     in each process, so that uvicorn's worker processes can be handed it by name."""
     _LimitedHTTP.header_timeout_s = settings.header_timeout_s
@@ -179,14 +179,9 @@ def run(app: Any, settings: Settings, *, host: str, port: int, workers: int = 1)
         app,
         host=host,
         port=port,
-        http=_configure_protocol(settings),
+        http=configure_protocol(settings),
         timeout_keep_alive=settings.keep_alive_s,
         log_level="info",
         workers=workers if workers > 1 else None,
         factory=workers > 1,
     )
-
-
-def worker_protocol(settings: Settings) -> None:
-    """In a worker process: give the protocol this process's settings."""
-    _configure_protocol(settings)

@@ -73,23 +73,12 @@ class ServerMetrics:
             ["endpoint", "state", "status"],
             registry=registry,
         )
-        self.first_token = Histogram(
-            "reactome_answers_first_token_seconds",
-            "From the start of an answer to its first token",
-            buckets=_SECONDS,
-            registry=registry,
+        self.first_token = self._seconds(
+            "first_token", "From the start of an answer to its first token"
         )
-        self.total = Histogram(
-            "reactome_answers_answer_seconds",
-            "From the start of an answer to its done event",
-            buckets=_SECONDS,
-            registry=registry,
-        )
-        self.retrieval = Histogram(
-            "reactome_answers_retrieval_seconds",
-            "From the start of an answer to the end of its retrieval run",
-            buckets=_SECONDS,
-            registry=registry,
+        self.total = self._seconds("answer", "From the start of an answer to its done event")
+        self.retrieval = self._seconds(
+            "retrieval", "From the start of an answer to the end of its retrieval run"
         )
         self.in_progress = Gauge(
             "reactome_answers_answers_in_progress",
@@ -105,6 +94,14 @@ class ServerMetrics:
             "Requests refused before they were read, by reason",
             ["reason"],
             registry=registry,
+        )
+
+    def _seconds(self, what: str, documentation: str) -> Histogram:
+        return Histogram(
+            f"reactome_answers_{what}_seconds",
+            documentation,
+            buckets=_SECONDS,
+            registry=self.registry,
         )
 
     # --- the pipeline's observer ------------------------------------------------------------

@@ -42,24 +42,27 @@ SETTING_FIELDS: tuple[str, ...] = (
 )
 
 
+def _int_between(value: str, low: int, high: int) -> int | None:
+    """``value`` as an int in ``low..high``, or None."""
+    try:
+        number = int(value)
+    except ValueError:
+        return None
+    return number if low <= number <= high else None
+
+
 def port_number(value: str) -> int:
     """A TCP port to listen on, 1-65535 (the system would wrap a larger one silently)."""
-    try:
-        port = int(value)
-    except ValueError:
-        port = 0
-    if not 1 <= port <= 65535:
+    port = _int_between(value, 1, 65535)
+    if port is None:
         raise argparse.ArgumentTypeError(f"{value!r} is not a port; give a number from 1 to 65535")
     return port
 
 
 def worker_count(value: str) -> int:
     """How many worker processes ``serve`` runs: 1 to 64."""
-    try:
-        count = int(value)
-    except ValueError:
-        count = 0
-    if not 1 <= count <= 64:
+    count = _int_between(value, 1, 64)
+    if count is None:
         raise argparse.ArgumentTypeError(
             f"{value!r} is not a worker count; give a number from 1 to 64 (about one per core)"
         )

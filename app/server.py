@@ -305,8 +305,8 @@ def create_app(
 def worker_app() -> FastAPI:
     """The application of one ``serve --workers`` process: its settings come from the
     environment, where ``serve`` put the options it was given."""
-    from app._http import worker_protocol
+    from app._http import configure_protocol
 
     settings = load_settings()
-    worker_protocol(settings)
+    configure_protocol(settings)
     return create_app(settings)

@@ -31,7 +31,7 @@ from pipelines.errors import ConfigurationError, InputError
 from pipelines.keyword_index import KeywordIndex
 from pipelines.loaders import LoadResult, Problem, SourceDocument
 from pipelines.settings import Settings
-from pipelines.version_index import indexed_text
+from pipelines.version_index import copy_rows, indexed_text
 
 __all__ = [
     "CollectionSources",
@@ -297,20 +297,7 @@ def _add_missing_chunk_table(settings: Settings, version: store.StoredVersion) -
         return
     ids = KeywordIndex.load(folder).chunk_ids
     with ChunkTableWriter(folder, len(ids)) as table:
-        for start in range(0, len(ids), _READ_BATCH):
-            wanted = ids[start : start + _READ_BATCH]
-            page = version.collection.get(
-                ids=wanted, include=["documents", "metadatas", "embeddings"]
-            )
-            # Chroma returns ids in its own order.
-            position = {chunk_id: index for index, chunk_id in enumerate(page["ids"])}
-            order = [position[chunk_id] for chunk_id in wanted]
-            documents, metadatas = page["documents"] or [], page["metadatas"] or []
-            table.add(
-                [documents[index] for index in order],
-                [dict(metadatas[index] or {}) for index in order],
-                np.asarray(page["embeddings"], dtype=np.float32)[order],
-            )
+        copy_rows(version.collection, ids, table)
 
 
 def _embed(embeddings: Embeddings, texts: Sequence[str], bar: tqdm[Any]) -> list[_Vector]:

@@ -19,7 +19,7 @@ import os
 import shutil
 import time
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,7 +29,7 @@ import numpy as np
 from pipelines.chunk_table import ChunkTable, ChunkTableWriter
 from pipelines.keyword_index import KeywordIndex
 
-__all__ = ["VersionIndex", "build_from_store", "chunk_heading", "indexed_text"]
+__all__ = ["VersionIndex", "build_from_store", "chunk_heading", "copy_rows", "indexed_text"]
 
 _READ_BATCH = 1000
 
@@ -140,25 +140,30 @@ def _write(collection: Any, folder: Path) -> None:
             break
         offset += _READ_BATCH
     ids.sort()
-    texts: list[str] = []
     with ChunkTableWriter(folder, len(ids)) as table:
-        for start in range(0, len(ids), _READ_BATCH):
-            wanted = ids[start : start + _READ_BATCH]
-            page = collection.get(ids=wanted, include=["documents", "metadatas", "embeddings"])
-            position = {chunk_id: index for index, chunk_id in enumerate(page["ids"])}
-            if len(position) != len(wanted):
-                raise OSError("chunks vanished from the store while its index was built")
-            order = [position[chunk_id] for chunk_id in wanted]
-            documents, metadatas = page["documents"] or [], page["metadatas"] or []
-            block_texts = [documents[index] or "" for index in order]
-            block_metadatas = [dict(metadatas[index] or {}) for index in order]
-            table.add(
-                block_texts,
-                block_metadatas,
-                np.asarray(page["embeddings"], dtype=np.float32)[order],
-            )
-            texts += [
-                indexed_text(text, metadata)
-                for text, metadata in zip(block_texts, block_metadatas, strict=True)
-            ]
+        texts = copy_rows(collection, ids, table)
     KeywordIndex.build(ids, texts).save(folder)
+
+
+def copy_rows(collection: Any, ids: Sequence[str], table: ChunkTableWriter) -> list[str]:
+    """Add the chunks ``ids`` of a Chroma collection to ``table``, in that order (Chroma
+    returns its own); returns their indexed texts (:func:`indexed_text`)."""
+    texts: list[str] = []
+    for start in range(0, len(ids), _READ_BATCH):
+        wanted = list(ids[start : start + _READ_BATCH])
+        page = collection.get(ids=wanted, include=["documents", "metadatas", "embeddings"])
+        position = {chunk_id: index for index, chunk_id in enumerate(page["ids"])}
+        if len(position) != len(wanted):
+            raise OSError("chunks vanished from the store while they were copied")
+        order = [position[chunk_id] for chunk_id in wanted]
+        documents, metadatas = page["documents"] or [], page["metadatas"] or []
+        block_texts = [documents[index] or "" for index in order]
+        block_metadatas = [dict(metadatas[index] or {}) for index in order]
+        table.add(
+            block_texts, block_metadatas, np.asarray(page["embeddings"], dtype=np.float32)[order]
+        )
+        texts += [
+            indexed_text(text, metadata)
+            for text, metadata in zip(block_texts, block_metadatas, strict=True)
+        ]
+    return texts
