@@ -1,18 +1,26 @@
-"""Who may ask, how often, and how many answers at once: checked before a request is read.
+"""Who may ask and how often (checked before a request is read), and how many answers at
+once (checked once its body has arrived).
 
 - API keys (``REACTOME_ANSWERS_API_KEYS``): every path but the web page (``/``, its assets
   under ``/static/``) and ``/healthz`` needs ``Authorization: Bearer KEY``; otherwise 401.
+  A client address that sends more than ``REACTOME_ANSWERS_AUTH_FAILURES_PER_MINUTE`` wrong
+  or missing keys in a minute gets 429 until its minute refills, whatever key it sends then:
+  guessing keys is slowed to that pace.
 - A rate limit (``REACTOME_ANSWERS_RATE_LIMIT``, requests per minute) per key, or per client
   address when there are no keys: a token bucket that holds a minute's worth, so a client may
   spend its minute at once and then gets one request per 60/limit seconds; beyond it, 429
-  with ``Retry-After``.
-- A cap on answers in progress (``REACTOME_ANSWERS_MAX_CONCURRENT_ANSWERS``): a request to an
-  answering endpoint over the cap gets 429 with ``Retry-After`` at once, while the answers
-  already running go on. A streamed answer holds its place until its last byte is sent.
+  with ``Retry-After``. The client address is the connection's peer unless the operator
+  names proxies to believe (``REACTOME_ANSWERS_FORWARDED_ALLOW_IPS``, applied by uvicorn).
+- A cap on answers in progress (``REACTOME_ANSWERS_MAX_CONCURRENT_ANSWERS``,
+  :class:`AnswerCap`): a request to an answering endpoint over the cap gets 429 with
+  ``Retry-After`` at once, while the answers already running go on. The slot is taken only
+  once the whole body has arrived (the cap sits inside :class:`app._http.BodyLimits`), so a
+  client that sends headers and stalls holds none; a streamed answer holds its place until
+  its last byte is sent, any answer until its client leaves.
 
-Refusals have the ``{"error": {code, message}}`` shape and close the connection, as in
-:mod:`app._http`. A key is never logged or repeated in a message; buckets are kept by a
-digest of the key.
+Refusals have the shape of the route's protocol (:func:`app._errors.refusal`) and close the
+connection. A key is never logged or repeated in a message; buckets are kept by a digest of
+the key, and at most :data:`MAX_BUCKETS` of them (the least recently used go first).
 """
 
 from __future__ import annotations
@@ -21,14 +29,22 @@ import hashlib
 import hmac
 import math
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from app._errors import error_response
+from app._errors import refusal
 
-__all__ = ["ANSWER_PATHS", "AccessControl", "AnswerSlots", "RateLimiter"]
+__all__ = [
+    "ANSWER_PATHS",
+    "MAX_BUCKETS",
+    "AccessControl",
+    "AnswerCap",
+    "AnswerSlots",
+    "RateLimiter",
+]
 
 # The endpoints that run an answer (and so count against the cap).
 ANSWER_PATHS = frozenset({"/v1/answer", "/v1/answer/stream", "/v1/chat/completions", "/api/chat"})
@@ -37,41 +53,54 @@ _OPEN_PREFIX = "/static/"
 _CLOSE = {"Connection": "close"}
 # A rejected client should not come straight back; an answer takes seconds.
 _BUSY_RETRY_S = 1
-# Buckets of clients that have not asked for a while are full again: forgotten past this many.
-_MAX_BUCKETS = 10_000
+# Clients remembered per limiter. A client forgotten early only gets a fresh minute, and it
+# takes this many other clients asking in between; without a bound, clients that each ask
+# once (or a spoofed address each time) would grow the table for ever.
+MAX_BUCKETS = 10_000
 
 
 class RateLimiter:
-    """Token buckets of ``per_minute`` requests, one per client."""
+    """Token buckets of ``per_minute`` requests, one per client, at most ``max_clients``."""
 
-    def __init__(self, per_minute: int, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        per_minute: int,
+        clock: Callable[[], float] = time.monotonic,
+        max_clients: int = MAX_BUCKETS,
+    ) -> None:
         self.per_minute = per_minute
+        self.max_clients = max_clients
         self._rate = per_minute / 60.0
         self._clock = clock
-        self._buckets: dict[str, tuple[float, float]] = {}  # client -> (tokens, when)
+        self._buckets: OrderedDict[str, tuple[float, float]] = OrderedDict()  # (tokens, when)
+
+    def __len__(self) -> int:
+        return len(self._buckets)
+
+    def wait_s(self, client: str) -> float | None:
+        """None when ``client`` has a request left, else the seconds until it will; takes
+        nothing."""
+        tokens = self._tokens(client, self._clock())
+        return None if tokens >= 1.0 else (1.0 - tokens) / self._rate
 
     def check(self, client: str) -> float | None:
         """Take one request from ``client``'s bucket: None when allowed, else the seconds
         until it would be."""
         now = self._clock()
-        tokens, then = self._buckets.get(client, (float(self.per_minute), now))
-        tokens = min(float(self.per_minute), tokens + (now - then) * self._rate)
-        if tokens < 1.0:
-            self._buckets[client] = (tokens, now)
-            return (1.0 - tokens) / self._rate
-        if len(self._buckets) >= _MAX_BUCKETS and client not in self._buckets:
-            self._forget_full(now)
-        self._buckets[client] = (tokens - 1.0, now)
-        return None
+        tokens = self._tokens(client, now)
+        allowed = tokens >= 1.0
+        self._keep(client, (tokens - 1.0 if allowed else tokens), now)
+        return None if allowed else (1.0 - tokens) / self._rate
 
-    def _forget_full(self, now: float) -> None:
-        full = [
-            client
-            for client, (tokens, then) in self._buckets.items()
-            if tokens + (now - then) * self._rate >= self.per_minute
-        ]
-        for client in full:
-            del self._buckets[client]
+    def _tokens(self, client: str, now: float) -> float:
+        tokens, then = self._buckets.get(client, (float(self.per_minute), now))
+        return min(float(self.per_minute), tokens + (now - then) * self._rate)
+
+    def _keep(self, client: str, tokens: float, now: float) -> None:
+        self._buckets[client] = (tokens, now)
+        self._buckets.move_to_end(client)
+        while len(self._buckets) > self.max_clients:
+            self._buckets.popitem(last=False)
 
 
 class AnswerSlots:
@@ -93,14 +122,14 @@ class AnswerSlots:
 
 @dataclass
 class AccessControl:
-    """ASGI middleware applying keys, the rate limit and the answer cap (each optional);
-    ``on_reject`` hears each refusal's reason (``unauthorized``, ``rate_limited``,
-    ``too_many_answers``), for the metrics."""
+    """ASGI middleware applying keys and the rate limit (each optional), before the request
+    is read; ``on_reject`` hears each refusal's reason (``unauthorized``, ``rate_limited``,
+    ``auth_failures``), for the metrics. ``auth_failures`` limits wrong keys per address."""
 
     app: ASGIApp
     keys: Collection[str] = ()
     rate: RateLimiter | None = None
-    slots: AnswerSlots | None = None
+    auth_failures: RateLimiter | None = None
     on_reject: Callable[[str], None] | None = None
 
     def __post_init__(self) -> None:
@@ -111,8 +140,21 @@ class AccessControl:
         if scope["type"] != "http" or path in _OPEN_PATHS or path.startswith(_OPEN_PREFIX):
             await self.app(scope, receive, send)
             return
+        if self._key_bytes and self.auth_failures is not None:
+            wait_s = self.auth_failures.wait_s(_address(scope))
+            if wait_s is not None:
+                message = (
+                    f"more than {self.auth_failures.per_minute} requests without a valid API "
+                    f"key from this address in a minute; try again in {math.ceil(wait_s)} s "
+                    "with a valid key (REACTOME_ANSWERS_AUTH_FAILURES_PER_MINUTE)"
+                )
+                headers = {"Retry-After": str(math.ceil(wait_s)), **_CLOSE}
+                await self._refuse(scope, receive, send, 429, "auth_failures", message, headers)
+                return
         client = self._client(scope)
         if client is None:
+            if self.auth_failures is not None:
+                self.auth_failures.check(_address(scope))
             await self._refuse(scope, receive, send, *self._unauthorized(scope))
             return
         if self.rate is not None:
@@ -125,29 +167,13 @@ class AccessControl:
                 headers = {"Retry-After": str(math.ceil(wait_s)), **_CLOSE}
                 await self._refuse(scope, receive, send, 429, "rate_limited", message, headers)
                 return
-        answering = scope["method"] == "POST" and path in ANSWER_PATHS
-        if not answering or self.slots is None:
-            await self.app(scope, receive, send)
-            return
-        if not self.slots.try_take():
-            message = (
-                f"this server is writing as many answers as it takes at once "
-                f"({self.slots.limit}); try again shortly (REACTOME_ANSWERS_MAX_CONCURRENT_ANSWERS)"
-            )
-            headers = {"Retry-After": str(_BUSY_RETRY_S), **_CLOSE}
-            await self._refuse(scope, receive, send, 429, "too_many_answers", message, headers)
-            return
-        try:
-            await self.app(scope, receive, send)
-        finally:
-            self.slots.give_back()
+        await self.app(scope, receive, send)
 
     def _client(self, scope: Scope) -> str | None:
         """Who is asking: a digest of its key (None when keys are needed and it sent no
         right one), or its address when the server takes no keys."""
         if not self._key_bytes:
-            peer = scope.get("client")
-            return f"address:{peer[0] if peer else 'unknown'}"
+            return _address(scope)
         given = _bearer(scope)
         if given is None:
             return None
@@ -182,7 +208,47 @@ class AccessControl:
     ) -> None:
         if self.on_reject is not None:
             self.on_reject(code)
-        await error_response(status, code, message, headers)(scope, receive, send)
+        await refusal(scope, status, code, message, headers)(scope, receive, send)
+
+
+@dataclass
+class AnswerCap:
+    """ASGI middleware holding answering requests to ``slots``; it must sit inside
+    :class:`app._http.BodyLimits`, so that only a request whose body has arrived takes one.
+    ``on_reject`` hears ``too_many_answers``."""
+
+    app: ASGIApp
+    slots: AnswerSlots
+    on_reject: Callable[[str], None] | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        answering = (
+            scope["type"] == "http"
+            and scope["method"] == "POST"
+            and scope.get("path", "") in ANSWER_PATHS
+        )
+        if not answering:
+            await self.app(scope, receive, send)
+            return
+        if not self.slots.try_take():
+            if self.on_reject is not None:
+                self.on_reject("too_many_answers")
+            message = (
+                f"this server is writing as many answers as it takes at once "
+                f"({self.slots.limit}); try again shortly (REACTOME_ANSWERS_MAX_CONCURRENT_ANSWERS)"
+            )
+            headers = {"Retry-After": str(_BUSY_RETRY_S), **_CLOSE}
+            await refusal(scope, 429, "too_many_answers", message, headers)(scope, receive, send)
+            return
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            self.slots.give_back()
+
+
+def _address(scope: Scope) -> str:
+    peer = scope.get("client")
+    return f"address:{peer[0] if peer else 'unknown'}"
 
 
 def _bearer(scope: Scope) -> bytes | None:

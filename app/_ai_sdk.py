@@ -24,7 +24,13 @@ from fastapi import FastAPI, Request
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from app._chat_protocols import data_frame, split_conversation, too_long
+from app._chat_protocols import (
+    UnreadableBodyError,
+    data_frame,
+    read_json,
+    split_conversation,
+    too_long,
+)
 from app._errors import error_response
 from app._links import reference_link
 from callbacks.events import DoneEvent, ErrorEvent, Reference, ReferenceEvent, TokenEvent
@@ -90,13 +96,13 @@ def add_ai_sdk_routes(app: FastAPI, pipeline: AnswerPipeline, settings: Settings
     )
     async def chat(request: Request) -> Any:
         try:
-            body = UIChatRequest.model_validate(await request.json())
+            body = UIChatRequest.model_validate(read_json(await request.body()))
         except ValidationError as error:
             problem = error.errors()[0]
             where = ".".join(str(part) for part in problem.get("loc", ())) or "body"
             return error_response(422, "bad_input", f"{where}: {problem.get('msg')}")
-        except ValueError as error:  # not JSON, or not UTF-8
-            return error_response(400, "bad_input", f"the body is not JSON text ({error})")
+        except UnreadableBodyError as error:
+            return error_response(400, "bad_input", str(error))
         split = split_conversation([(m.role, m.text()) for m in body.messages])
         if split is None or not split[0].strip():
             return error_response(422, "bad_input", "messages: no user message with text")

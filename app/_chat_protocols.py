@@ -7,7 +7,14 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["MAX_TURNS", "data_frame", "split_conversation", "too_long"]
+__all__ = [
+    "MAX_TURNS",
+    "UnreadableBodyError",
+    "data_frame",
+    "read_json",
+    "split_conversation",
+    "too_long",
+]
 
 # The history the pipeline takes (the native API's limit); older turns are dropped.
 MAX_TURNS = 50
@@ -24,6 +31,24 @@ def split_conversation(
         return None
     history = [(role, text) for role, text in turns[: users[-1]] if role in ("user", "assistant")]
     return turns[users[-1]][1], history[-MAX_TURNS:]
+
+
+class UnreadableBodyError(ValueError):
+    """A request body that is not JSON this server can read; the message says why."""
+
+
+def read_json(body: bytes) -> Any:
+    """``body`` parsed as JSON, or :class:`UnreadableBodyError`. Nesting too deep for the parser
+    (thousands of brackets in a few kilobytes) is a ``RecursionError``, not a ``ValueError``:
+    both are the client's doing, and both are a 400."""
+    try:
+        return json.loads(body)
+    except RecursionError:
+        raise UnreadableBodyError(
+            "the body nests arrays or objects too deeply to read; send a flatter body"
+        ) from None
+    except ValueError as error:  # not JSON, not UTF-8, or a number too long to convert
+        raise UnreadableBodyError(f"the body is not JSON text ({error})") from None
 
 
 def too_long(question: str, limit: int) -> str | None:

@@ -1,22 +1,37 @@
-"""One error shape for every HTTP answer that is not a success: ``{"error": {code, message}}``.
+"""One error shape per protocol for every HTTP answer that is not a success.
 
-Both applications (``serve`` and ``replay --serve``) install the same handlers, and the
-middlewares in :mod:`app._http` answer with the same shape before a request reaches FastAPI.
+Ours is ``{"error": {code, message}}``. The OpenAI-compatible routes (:data:`OPENAI_PATHS`)
+answer in OpenAI's, ``{"error": {message, type, param, code}}``, whoever refuses: the route,
+FastAPI, or a middleware before the request is read (:func:`refusal` picks by path), so an
+OpenAI client reads a 401 or a 429 as it reads its own. Both applications (``serve`` and
+``replay --serve``) install the same handlers.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import Scope
 
 from pipelines.errors import ReactomeAnswersError
 from pipelines.redaction import redact_secrets
 
-__all__ = ["add_error_handlers", "error_response"]
+__all__ = [
+    "OPENAI_PATHS",
+    "add_error_handlers",
+    "error_response",
+    "openai_error_body",
+    "openai_error_response",
+    "refusal",
+]
+
+# The routes of the OpenAI protocol (app/_openai_api.py): their errors have OpenAI's shape.
+OPENAI_PATHS = ("/v1/chat/completions", "/v1/models")
 
 
 def error_response(
@@ -25,6 +40,35 @@ def error_response(
     return JSONResponse(
         {"error": {"code": code, "message": message}}, status_code=status, headers=headers
     )
+
+
+def openai_error_body(status: int, message: str, code: str, param: str | None) -> dict[str, Any]:
+    kind = "invalid_request_error" if status < 500 else "server_error"
+    return {"error": {"message": message, "type": kind, "param": param, "code": code}}
+
+
+def openai_error_response(
+    status: int,
+    message: str,
+    code: str,
+    param: str | None = None,
+    headers: Mapping[str, str] | None = None,
+) -> JSONResponse:
+    body = openai_error_body(status, message, code, param)
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+def _speaks_openai(path: str) -> bool:
+    return any(path == route or path.startswith(route + "/") for route in OPENAI_PATHS)
+
+
+def refusal(
+    scope: Scope, status: int, code: str, message: str, headers: Mapping[str, str] | None = None
+) -> JSONResponse:
+    """An error answer in the shape of the protocol ``scope``'s path speaks."""
+    if _speaks_openai(str(scope.get("path", ""))):
+        return openai_error_response(status, message, code, None, headers)
+    return error_response(status, code, message, headers)
 
 
 def _validation_message(error: RequestValidationError) -> str:
@@ -38,16 +82,23 @@ def _validation_message(error: RequestValidationError) -> str:
 
 def add_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
-    async def _invalid(_: Request, error: RequestValidationError) -> JSONResponse:
-        return error_response(422, "bad_input", _validation_message(error))
+    async def _invalid(request: Request, error: RequestValidationError) -> JSONResponse:
+        return refusal(request.scope, 422, "bad_input", _validation_message(error))
 
     @app.exception_handler(StarletteHTTPException)
-    async def _http(_: Request, error: StarletteHTTPException) -> JSONResponse:
+    async def _http(request: Request, error: StarletteHTTPException) -> JSONResponse:
         # Starlette's own refusals (an unparsable body, an unknown path or method) in the
         # same shape as ours, so a client reads every error one way.
         code = "bad_input" if error.status_code in (400, 422) else f"http_{error.status_code}"
-        return error_response(error.status_code, code, str(error.detail), error.headers)
+        return refusal(request.scope, error.status_code, code, str(error.detail), error.headers)
 
     @app.exception_handler(ReactomeAnswersError)
-    async def _ours(_: Request, error: ReactomeAnswersError) -> JSONResponse:
-        return error_response(error.http_status, error.code, redact_secrets(str(error)))
+    async def _ours(request: Request, error: ReactomeAnswersError) -> JSONResponse:
+        return refusal(request.scope, error.http_status, error.code, redact_secrets(str(error)))
+
+    @app.exception_handler(Exception)
+    async def _unexpected(request: Request, _: Exception) -> JSONResponse:
+        # A bug, not the client's doing: the traceback goes to the server's log (Starlette
+        # prints it after this answer), the client gets our shape rather than plain text.
+        message = "the server failed while answering this request; its log has the details"
+        return refusal(request.scope, 500, "internal", message)

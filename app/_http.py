@@ -9,8 +9,9 @@
   are not complete within the header time limit (an idle or half-sent request holds nothing
   for long) and turns away connections over the cap with a 503.
 
-Every refusal here has the same ``{"error": {code, message}}`` shape as the application's, and
-closes the connection: the rest of an oversized or stalled body is never read.
+Every refusal here has the shape of the route's protocol, as the application's
+(:func:`app._errors.refusal`), and closes the connection: the rest of an oversized or stalled
+body is never read.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import anyio
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.protocols.http.auto import AutoHTTPProtocol
 
-from app._errors import error_response
+from app._errors import refusal
 from pipelines.settings import Settings
 
 __all__ = ["BodyLimits", "RequireJSON", "configure_protocol", "run"]
@@ -69,7 +70,7 @@ class BodyLimits:
                 f"the request body did not arrive within {self.timeout_s:g} s; send it at once "
                 "(REACTOME_ANSWERS_BODY_TIMEOUT_S)"
             )
-            await error_response(408, "body_timeout", message_text, _CLOSE)(scope, receive, send)
+            await refusal(scope, 408, "body_timeout", message_text, _CLOSE)(scope, receive, send)
             return
         body: Message | None = {"type": "http.request", "body": b"".join(chunks)}
 
@@ -87,7 +88,7 @@ class BodyLimits:
             f"the request body is over {self.max_bytes:,} bytes; send less "
             "(REACTOME_ANSWERS_MAX_BODY_BYTES)"
         )
-        await error_response(413, "too_large", message, _CLOSE)(scope, receive, send)
+        await refusal(scope, 413, "too_large", message, _CLOSE)(scope, receive, send)
 
 
 class RequireJSON:
@@ -106,7 +107,7 @@ class RequireJSON:
                     f"the body must be JSON, but the request has {sent}; send it with "
                     "'Content-Type: application/json'"
                 )
-                await error_response(415, "bad_input", message)(scope, receive, send)
+                await refusal(scope, 415, "bad_input", message)(scope, receive, send)
                 return
         await self.app(scope, receive, send)
 
@@ -175,11 +176,17 @@ def run(app: Any, settings: Settings, *, host: str, port: int, workers: int = 1)
     environment, and uvicorn shares the listening socket among them."""
     import uvicorn
 
+    # uvicorn believes X-Forwarded-For from 127.0.0.1 unless told otherwise: then any local
+    # client (or one behind a proxy that passes the header on) picks its own rate-limit
+    # bucket. Only the proxies the operator names are believed.
+    proxies = [ip.strip() for ip in settings.forwarded_allow_ips.split(",") if ip.strip()]
     uvicorn.run(
         app,
         host=host,
         port=port,
         http=configure_protocol(settings),
+        proxy_headers=bool(proxies),
+        forwarded_allow_ips=proxies or None,
         timeout_keep_alive=settings.keep_alive_s,
         log_level="info",
         workers=workers if workers > 1 else None,

@@ -160,6 +160,12 @@ class _CountRequests:
 
         try:
             await self.app(scope, receive, noting_status)
+        except Exception:
+            # Unhandled: Starlette's outermost error middleware answers 500 after this one
+            # has returned, so its status is never seen here. Counted as what it becomes.
+            if found["status"] == "0":
+                found["status"] = "500"
+            raise
         finally:
             _REQUEST_STATE.reset(token)
             path = scope.get("path", "")

@@ -23,14 +23,21 @@ from collections.abc import AsyncIterator
 from typing import Any, Literal
 
 import anyio
-from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
+from fastapi import FastAPI, Request, Response
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from sse_starlette import EventSourceResponse
 
-from app._chat_protocols import data_frame, split_conversation, too_long
+from app._chat_protocols import (
+    UnreadableBodyError,
+    data_frame,
+    read_json,
+    split_conversation,
+    too_long,
+)
+from app._disconnect import CLIENT_LEFT_STATUS, events_unless_client_leaves
+from app._errors import openai_error_body, openai_error_response
 from app._links import reference_link, sources_markdown
-from callbacks.events import DoneEvent, ErrorEvent, Reference, TokenEvent
+from callbacks.events import DoneEvent, ErrorEvent, Event, Reference, TokenEvent
 from pipelines.errors import ReactomeAnswersError
 from pipelines.pipeline import AnswerPipeline
 from pipelines.settings import Settings
@@ -99,15 +106,6 @@ class _RequestError(Exception):
         self.param = param
 
 
-def _error_body(status: int, message: str, code: str, param: str | None) -> dict[str, Any]:
-    kind = "invalid_request_error" if status < 500 else "server_error"
-    return {"error": {"message": message, "type": kind, "param": param, "code": code}}
-
-
-def openai_error(status: int, message: str, code: str, param: str | None = None) -> JSONResponse:
-    return JSONResponse(_error_body(status, message, code, param), status_code=status)
-
-
 def _validation_message(error: ValidationError) -> tuple[str, str | None]:
     problems = error.errors()
     where = ".".join(str(part) for part in problems[0].get("loc", ())) if problems else ""
@@ -159,7 +157,9 @@ def add_openai_routes(app: FastAPI, pipeline: AnswerPipeline, settings: Settings
     @app.get("/v1/models/{model}", include_in_schema=False)
     async def model(model: str) -> Any:
         if model != MODEL_ID:
-            return openai_error(404, f"model {model!r} does not exist; use {MODEL_ID}", "not_found")
+            return openai_error_response(
+                404, f"model {model!r} does not exist; use {MODEL_ID}", "not_found"
+            )
         return {"id": MODEL_ID, "object": "model", "created": started, "owned_by": MODEL_ID}
 
     schema = _inlined(ChatRequest.model_json_schema())
@@ -176,18 +176,18 @@ def add_openai_routes(app: FastAPI, pipeline: AnswerPipeline, settings: Settings
     )
     async def chat_completions(request: Request) -> Any:
         try:
-            body = ChatRequest.model_validate(await request.json())
+            body = ChatRequest.model_validate(read_json(await request.body()))
             question, history = body.question_and_history()
         except ValidationError as error:
             message, param = _validation_message(error)
-            return openai_error(400, message, "bad_input", param)
-        except ValueError as error:  # not JSON, or not UTF-8
-            return openai_error(400, f"the body is not JSON text ({error})", "bad_input")
+            return openai_error_response(400, message, "bad_input", param)
+        except UnreadableBodyError as error:
+            return openai_error_response(400, str(error), "bad_input")
         except _RequestError as error:
-            return openai_error(400, str(error), "bad_input", error.param)
+            return openai_error_response(400, str(error), "bad_input", error.param)
         problem = too_long(question, settings.max_question_chars)
         if problem is not None:
-            return openai_error(400, problem, "bad_input", "messages")
+            return openai_error_response(400, problem, "bad_input", "messages")
         request_id = uuid.uuid4().hex
         completion_id = f"chatcmpl-{request_id}"
         options: dict[str, Any] = {
@@ -196,7 +196,11 @@ def add_openai_routes(app: FastAPI, pipeline: AnswerPipeline, settings: Settings
             "request_id": request_id,
         }
         if not body.stream:
-            return await _complete(pipeline, settings, question, options, completion_id)
+            events = pipeline.astream(question, **options)
+            collected = await events_unless_client_leaves(request.receive, events)
+            if collected is None:  # nobody is there to read it; the metrics count it so
+                return Response(status_code=CLIENT_LEFT_STATUS)
+            return _completion(settings, collected, completion_id)
         include_usage = body.stream_options is not None and body.stream_options.include_usage
         frames = _stream(pipeline, settings, question, options, completion_id, include_usage)
         return EventSourceResponse(
@@ -212,24 +216,13 @@ def _completion_fields(done: DoneEvent) -> dict[str, Any]:
     }
 
 
-async def _complete(
-    pipeline: AnswerPipeline,
-    settings: Settings,
-    question: str,
-    options: dict[str, Any],
-    completion_id: str,
-) -> Any:
-    done: DoneEvent | None = None
-    failure: ErrorEvent | None = None
-    async for event in pipeline.astream(question, **options):
-        if isinstance(event, ErrorEvent):
-            failure = event
-        elif isinstance(event, DoneEvent):
-            done = event
-    assert done is not None  # astream always ends with done
+def _completion(settings: Settings, events: list[Event], completion_id: str) -> Any:
+    done = events[-1]
+    assert isinstance(done, DoneEvent)  # astream always ends with done
+    failure = next((event for event in events if isinstance(event, ErrorEvent)), None)
     if failure is not None:
         status = ReactomeAnswersError.http_status_for(failure.data.code)
-        return openai_error(status, failure.data.message, failure.data.code)
+        return openai_error_response(status, failure.data.message, failure.data.code)
     tail = sources_markdown(done.data.references) if settings.openai_sources else ""
     return {
         "id": completion_id,
@@ -282,7 +275,9 @@ async def _stream(
             elif isinstance(event, ErrorEvent):
                 failed = True
                 status = ReactomeAnswersError.http_status_for(event.data.code)
-                yield data_frame(_error_body(status, event.data.message, event.data.code, None))
+                yield data_frame(
+                    openai_error_body(status, event.data.message, event.data.code, None)
+                )
             elif isinstance(event, DoneEvent):
                 if failed:
                     break

@@ -10,7 +10,8 @@
 - ``GET /``: the reference web client (``app/web/``), plain JavaScript with no build step.
 
 The pipeline is built once at start-up and serves concurrent requests, each with its own
-handler and ``request_id``. A client that disconnects cancels its generation.
+handler and ``request_id``. A client that disconnects cancels its generation, streamed or
+not (:mod:`app._disconnect`).
 """
 
 from __future__ import annotations
@@ -23,14 +24,15 @@ from contextlib import asynccontextmanager
 from typing import Any, Literal, TypeVar
 
 import anyio
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
 from sse_starlette import EventSourceResponse
 
-from app._access import AccessControl, AnswerSlots, RateLimiter
+from app._access import AccessControl, AnswerCap, AnswerSlots, RateLimiter
 from app._ai_sdk import add_ai_sdk_routes
+from app._disconnect import CLIENT_LEFT_STATUS, events_unless_client_leaves
 from app._errors import add_error_handlers, error_response
 from app._http import BodyLimits, RequireJSON
 from app._metrics import CONTENT_TYPE_LATEST, ServerMetrics
@@ -39,7 +41,7 @@ from app._web import add_web_client
 from callbacks.events import to_sse
 from pipelines.definitions import catalog_for
 from pipelines.errors import ReactomeAnswersError
-from pipelines.pipeline import AnswerPipeline
+from pipelines.pipeline import AnswerPipeline, answer_result
 from pipelines.redaction import redact_secrets, warn_not_done
 from pipelines.settings import Settings, load_settings
 
@@ -49,6 +51,7 @@ __all__ = [
     "STREAM_HEADERS",
     "AnswerRequest",
     "add_access_control",
+    "add_answer_cap",
     "add_body_limits",
     "add_cors",
     "create_app",
@@ -143,14 +146,25 @@ def add_body_limits(app: FastAPI, settings: Settings) -> None:
 def add_access_control(
     app: FastAPI, settings: Settings, on_reject: Callable[[str], None] | None = None
 ) -> None:
-    """API keys, the rate limit and the cap on answers in progress, as the settings ask
-    (:class:`app._access.AccessControl`); nothing when none is set."""
+    """API keys and the rate limit, as the settings ask (:class:`app._access.AccessControl`),
+    checked before the body is read; nothing when neither is set."""
     keys = settings.api_key_set
     rate = RateLimiter(settings.rate_limit) if settings.rate_limit else None
-    cap = settings.max_concurrent_answers
-    slots = AnswerSlots(cap) if cap else None
-    if keys or rate or slots:
-        app.add_middleware(AccessControl, keys=keys, rate=rate, slots=slots, on_reject=on_reject)
+    failures = RateLimiter(settings.auth_failures_per_minute) if keys else None
+    if keys or rate is not None:
+        app.add_middleware(
+            AccessControl, keys=keys, rate=rate, auth_failures=failures, on_reject=on_reject
+        )
+
+
+def add_answer_cap(
+    app: FastAPI, settings: Settings, on_reject: Callable[[str], None] | None = None
+) -> None:
+    """The cap on answers in progress (:class:`app._access.AnswerCap`), when set. Added
+    before :func:`add_body_limits`, so that it runs after the body has arrived."""
+    if settings.max_concurrent_answers:
+        slots = AnswerSlots(settings.max_concurrent_answers)
+        app.add_middleware(AnswerCap, slots=slots, on_reject=on_reject)
 
 
 def add_cors(app: FastAPI, settings: Settings) -> None:
@@ -209,6 +223,9 @@ def create_app(
     )
     metrics = ServerMetrics()
     shared.observers.append(metrics)
+    # Starlette runs the middleware added last first: metrics, CORS, keys and rate, the body
+    # read whole, JSON only, then the answer cap, so a stalled body never holds a slot.
+    add_answer_cap(app, settings, metrics.rejected)
     app.add_middleware(RequireJSON)
     add_body_limits(app, settings)
     add_access_control(app, settings, metrics.rejected)  # inside CORS: a preflight needs no key
@@ -228,11 +245,15 @@ def create_app(
 
     @app.post("/v1/answer", summary="Answer a question; the done event's data as JSON")
     @_body_is(request_model)
-    async def answer(body: AnswerRequest) -> Any:
+    async def answer(body: AnswerRequest, request: Request) -> Any:
         too_long = check_length(body)
         if too_long is not None:
             return too_long
-        result = await shared.ainvoke(body.question, **body.options(uuid.uuid4().hex))
+        events = shared.astream(body.question, **body.options(uuid.uuid4().hex))
+        collected = await events_unless_client_leaves(request.receive, events)
+        if collected is None:  # nobody is there to read it; the metrics count it so
+            return Response(status_code=CLIENT_LEFT_STATUS)
+        result = answer_result(collected)
         if "error" in result:  # the done data still comes along: partial text, references
             return JSONResponse(
                 result, status_code=ReactomeAnswersError.http_status_for(result["error"]["code"])

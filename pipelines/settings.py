@@ -116,6 +116,18 @@ class Settings(BaseSettings):
         description="requests per minute per API key, or per client address without keys; "
         "beyond it 429 (0: no limit)",
     )
+    auth_failures_per_minute: int = Field(
+        default=30,
+        ge=1,
+        description="wrong or missing API keys per minute from one client address; beyond "
+        "it 429 until the minute refills (only with API keys)",
+    )
+    forwarded_allow_ips: str = Field(
+        default="",
+        description="comma-separated addresses of proxies whose X-Forwarded-For and "
+        "X-Forwarded-Proto are believed (the client address then comes from them); empty: "
+        "none, so no client can choose its own address",
+    )
     event_logs: bool = Field(default=True, description="write one JSONL event log per request")
     openai_sources: bool = Field(
         default=True,
