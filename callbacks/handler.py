@@ -93,6 +93,12 @@ def _guarded(hook: _Hook) -> _Hook:
     return guarded  # type: ignore[return-value]
 
 
+def _content_text(content: str | list[str | dict[str, Any]]) -> str:
+    if isinstance(content, str):
+        return content
+    return "".join(part if isinstance(part, str) else str(part.get("text", "")) for part in content)
+
+
 @dataclass(frozen=True)
 class _Run:
     kind: str  # "retriever", "model" or "chain"
@@ -116,6 +122,7 @@ class _Answer:
     arrivals: deque[tuple[int, float]] = field(default_factory=deque)
     raw_chars: int = 0
     held_back_s: float = 0.0
+    prompt_tokens: int | None = None  # the answer model's input, once it is asked
 
 
 class AnswerEventHandler(BaseCallbackHandler):
@@ -195,7 +202,13 @@ class AnswerEventHandler(BaseCallbackHandler):
     # --- the run map ----------------------------------------------------------------------
 
     def _register(
-        self, kind: str, run_id: UUID, parent_run_id: UUID | None, tags: list[str] | None, name: str
+        self,
+        kind: str,
+        run_id: UUID,
+        parent_run_id: UUID | None,
+        tags: list[str] | None,
+        name: str,
+        **counted: int,
     ) -> None:
         self._note(
             f"{kind}_start",
@@ -203,8 +216,20 @@ class AnswerEventHandler(BaseCallbackHandler):
             parent_run_id=str(parent_run_id) if parent_run_id else None,
             tags=list(tags or ()),
             name=name,
+            **counted,
         )
         self.run_map[run_id] = _Run(kind, name, tuple(tags or ()), parent_run_id)
+
+    def _prompt_tokens(
+        self, tags: list[str] | None, recorded: object, texts: Callable[[], list[str]]
+    ) -> dict[str, int]:
+        """The answer model's input in tokens (``usage.prompt_tokens``): counted from what
+        it is sent, or as a replay passes it from the log (which holds no prompt)."""
+        if ANSWER_TAG not in (tags or ()):
+            return {}
+        count = recorded if isinstance(recorded, int) else count_tokens("\n".join(texts()))
+        self._answer.prompt_tokens = count
+        return {"prompt_tokens": count}
 
     @_guarded
     def on_chain_start(
@@ -230,7 +255,13 @@ class AnswerEventHandler(BaseCallbackHandler):
         tags: list[str] | None = None,
         **kwargs: Any,
     ) -> None:
-        self._register("model", run_id, parent_run_id, tags, str(kwargs.get("name") or ""))
+        counted = self._prompt_tokens(
+            tags,
+            kwargs.get("prompt_tokens"),
+            lambda: [_content_text(message.content) for batch in messages for message in batch],
+        )
+        name = str(kwargs.get("name") or "")
+        self._register("model", run_id, parent_run_id, tags, name, **counted)
 
     @_guarded
     def on_llm_start(
@@ -243,7 +274,9 @@ class AnswerEventHandler(BaseCallbackHandler):
         tags: list[str] | None = None,
         **kwargs: Any,
     ) -> None:
-        self._register("model", run_id, parent_run_id, tags, str(kwargs.get("name") or ""))
+        counted = self._prompt_tokens(tags, kwargs.get("prompt_tokens"), lambda: list(prompts))
+        name = str(kwargs.get("name") or "")
+        self._register("model", run_id, parent_run_id, tags, name, **counted)
 
     @_guarded
     def on_retriever_start(
@@ -459,7 +492,9 @@ class AnswerEventHandler(BaseCallbackHandler):
             state=state,
             text=final_text,
             references=references,
-            usage=Usage(answer_tokens=count_tokens(final_text)),
+            usage=Usage(
+                answer_tokens=count_tokens(final_text), prompt_tokens=self._answer.prompt_tokens
+            ),
             timings=timings,
         )
         return self._send(DoneEvent, data)

@@ -55,7 +55,9 @@ _STARTS = {
 def replay_events(contents: LogContents) -> list[Event]:
     """The events a fresh handler emits when fed the log's recorded callbacks."""
     events: list[Event] = []
-    options = contents.header.get("options") or {}
+    options = contents.header.get("options")
+    if not isinstance(options, dict):  # an altered header: replay as with no options
+        options = {}
     handler = AnswerEventHandler(
         request_id=str(contents.header["request_id"]),
         emit=events.append,
@@ -82,12 +84,16 @@ def replay_events(contents: LogContents) -> list[Event]:
                     str(record["name"]), record["data"], run_id=_run_id(record.get("run_id"))
                 )
             elif hook in _STARTS:
+                counted = (
+                    {"prompt_tokens": record["prompt_tokens"]} if "prompt_tokens" in record else {}
+                )
                 _STARTS[hook](
                     handler,
                     run_id=_run_id(record.get("run_id")),
                     parent_run_id=_uuid(record.get("parent_run_id")),
                     tags=list(record["tags"]),
                     name=str(record["name"]),
+                    **counted,
                 )
             else:
                 raise EventLogError(f"callback record {number} has an unknown hook {hook!r}")

@@ -322,3 +322,23 @@ def test_an_unhandled_error_is_a_json_500_and_counted_as_500() -> None:
         metrics = httpx.get(f"{base}/metrics", timeout=30).text
         assert 'endpoint="/v1/collections",state="",status="500"} 1.0' in metrics
         assert 'status="0"' not in metrics
+
+
+# --- 7. usage: the OpenAI endpoint reports what done reports ------------------------------
+
+
+def test_prompt_tokens_are_counted_and_the_openai_usage_repeats_them(keyed: Served) -> None:
+    headers = {"Authorization": f"Bearer {KEY}"}
+    ours = httpx.post(
+        f"{keyed.base}/v1/answer", json={"question": QUESTION}, headers=headers, timeout=120
+    ).json()
+    prompt_tokens = ours["usage"]["prompt_tokens"]
+    assert isinstance(prompt_tokens, int)
+    assert prompt_tokens > 50  # the numbered sources and the question, at least
+    client = openai.OpenAI(base_url=f"{keyed.base}/v1", api_key=KEY, max_retries=0)
+    reply = client.chat.completions.create(
+        model="reactome-answers", messages=[{"role": "user", "content": QUESTION}]
+    )
+    assert reply.usage is not None
+    assert reply.usage.prompt_tokens == prompt_tokens  # the same sources, the same prompt
+    assert reply.usage.completion_tokens == ours["usage"]["answer_tokens"]
