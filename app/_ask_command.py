@@ -57,16 +57,46 @@ def add_answer_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+# More than any history the pipeline takes (50 turns of at most 20,000 characters, each up
+# to six bytes as a JSON escape): a larger file is a mistake (or /dev/zero), not a history.
+_MAX_HISTORY_BYTES = 8 * 1024 * 1024
+_HISTORY_FIX = (
+    'give a JSON list like [{"role": "user", "content": "..."}, {"role": "assistant", ...}]'
+)
+
+
+def _history_json(path: Path) -> object:
+    """The JSON in ``path``; an :class:`InputError` naming it for anything else."""
+    try:
+        with path.open("rb") as stream:
+            raw = stream.read(_MAX_HISTORY_BYTES + 1)
+    except OSError as error:
+        raise InputError(
+            f"--history {path}: cannot read it ({error.strerror or error})", fix=_HISTORY_FIX
+        ) from None
+    if len(raw) > _MAX_HISTORY_BYTES:
+        raise InputError(
+            f"--history {path}: over {_MAX_HISTORY_BYTES:,} bytes, more than any history holds",
+            fix=_HISTORY_FIX,
+        )
+    try:
+        return json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as error:
+        problem = f"not UTF-8 text (byte {error.start + 1})"
+    except json.JSONDecodeError as error:
+        problem = f"not JSON ({error.msg}: line {error.lineno} column {error.colno})"
+    except RecursionError:
+        problem = "not JSON we can read (nested too deeply)"
+    except ValueError:  # the only other: an integer of over 4,300 digits
+        problem = "not JSON we can read (a number of over 4,300 digits)"
+    raise InputError(f"--history {path}: {problem}", fix=_HISTORY_FIX)
+
+
 def read_history(path: Path) -> list[tuple[str, str]]:
     """Earlier turns from a JSON file: ``[{"role": "user" or "assistant", "content": "..."}]``,
     as the HTTP API's ``history`` takes them."""
-    fix = 'give a JSON list like [{"role": "user", "content": "..."}, {"role": "assistant", ...}]'
-    try:
-        turns = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as error:
-        raise InputError(f"--history {path}: cannot read it ({error.strerror})", fix=fix) from error
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise InputError(f"--history {path}: not JSON ({error})", fix=fix) from error
+    fix = _HISTORY_FIX
+    turns = _history_json(path)
     if not isinstance(turns, list):
         raise InputError(f"--history {path}: not a list of turns", fix=fix)
     history = []

@@ -163,7 +163,7 @@ def log_stats(contents: LogContents) -> dict[str, Any]:
         "first_token_seq": tokens[0].seq if tokens else None,
         "errors": [e.data.message for e in events if isinstance(e, ErrorEvent)],
         # Live citation numbering: what was sent as final, and the longest text waited.
-        "live_citations": bool((contents.header.get("options") or {}).get("live_citations")),
+        "live_citations": bool(_mapping(contents.header.get("options")).get("live_citations")),
         "references_streamed": sum(isinstance(e, ReferenceEvent) for e in events),
         "held_back_chars": done.data.timings.held_back_chars if done else None,
         "held_back_ms": done.data.timings.held_back_ms if done else None,
@@ -255,13 +255,21 @@ def _print_what_the_model_saw(contents: LogContents) -> None:
     expander and the model saw besides the sources, which the events show."""
     from pipelines.retriever import EXPANSION
 
-    for turn in contents.header.get("history") or []:
+    history = contents.header.get("history")
+    for turn in history if isinstance(history, list) else []:
+        turn = _mapping(turn)
         print(f"[history] {turn.get('role')}: {turn.get('content')}")
     for record in contents.callbacks:
         if record.get("hook") == "custom_event" and record.get("name") == EXPANSION:
-            queries = (record.get("data") or {}).get("queries") or []
-            if queries:
+            queries = _mapping(record.get("data")).get("queries")
+            if isinstance(queries, list) and queries:
                 print(f"[searched for] {queries[0]}")
+
+
+def _mapping(value: object) -> dict[str, Any]:
+    """``value`` if it is a JSON object, else an empty one: a log altered by hand can hold
+    anything where we wrote an object, and showing it must not fail on that."""
+    return value if isinstance(value, dict) else {}
 
 
 def _serve_replay(

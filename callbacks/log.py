@@ -7,6 +7,13 @@ the hook's name and its arguments, documents and tokens included) or a public ev
 emitted (``kind: "event"``), in the order they happened. Each line is flushed as it is
 written, so a crash loses nothing already emitted, and a log that cannot be written is
 reported once without stopping the answer.
+
+Every line is well-formed UTF-8: a lone surrogate anywhere in a record (a question sent as
+the JSON escape ``\\ud800``, a broken decoder's output) is written as U+FFFD, as the events
+already carry it. Reading is as tolerant: a log from an older version, or one altered by
+hand, with lone surrogate escapes, raw control characters or bytes that are not UTF-8 inside
+its strings is read with U+FFFD in their place, so every reader of a log gets text that can
+be printed, encoded and sent.
 """
 
 from __future__ import annotations
@@ -21,6 +28,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import IO, Any
+
+from pydantic import ValidationError
 
 from callbacks.events import DoneEvent, Event, parse_event, to_jsonl
 from pipelines.errors import EventLogError
@@ -49,6 +58,17 @@ _LOG_NAME = re.compile(r"(?P<stamp>\d{8}T\d{12})-[A-Za-z0-9_.-]+\.jsonl")
 # A log larger than this is not read (a runaway or foreign file must not exhaust memory); an
 # answer of 100,000 tokens writes about 30 MB.
 MAX_LOG_BYTES = 64 * 1024 * 1024
+
+
+_SURROGATES = re.compile("[\ud800-\udfff]")
+# A JSON escape of a surrogate (a lone one, or half of a pair): only a line holding one can
+# parse to a str with a lone surrogate in it.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+
+
+def _well_formed(text: str) -> str:
+    """``text`` with each lone surrogate as U+FFFD (a str never holds a surrogate pair)."""
+    return _SURROGATES.sub("\ufffd", text)
 
 
 def _file_id(request_id: str) -> str:
@@ -207,9 +227,11 @@ class EventLog:
             return
         line = json.dumps(record, ensure_ascii=False, default=str)
         try:
-            line.encode("utf-8")
-        except UnicodeEncodeError:  # a lone surrogate: JSON's escapes carry it exactly
-            line = json.dumps(record, default=str)
+            line.encode("utf-8")  # in C: cheaper than looking for surrogates in every line
+        except UnicodeEncodeError:
+            # Unescaped, a lone surrogate in any string of the record (or a key) is a
+            # character of the line itself, so one pass over the line repairs them all.
+            line = _well_formed(line)
         try:
             self._stream.write(line + "\n")
             self._stream.flush()
@@ -287,27 +309,50 @@ def _read_regular_file(path: Path) -> bytes:
     return raw
 
 
-def read_log(path: Path) -> LogContents:
-    """Parse a log; a missing, corrupt, truncated or foreign file names the file and line."""
-    raw = _read_regular_file(path)
-    lines: list[str] = []
-    for number, encoded in enumerate(raw.split(b"\n"), start=1):
-        try:
-            lines.append(encoded.decode("utf-8").removesuffix("\r"))
-        except UnicodeDecodeError:
-            raise EventLogError(
-                f"{path}:{number} is not UTF-8 text", fix="the log is corrupt here, or not a log"
-            ) from None
+def _decode_lines(raw: bytes) -> list[str]:
+    """The lines of a log; bytes that are not UTF-8 (a log altered or damaged on disk) read
+    as U+FFFD, so the rest of it can still be shown."""
+    lines = [line.removesuffix("\r") for line in raw.decode("utf-8", "replace").split("\n")]
     if lines and not lines[-1]:
         lines.pop()  # the newline that ends the last record
+    return lines
+
+
+def _parse_record(line: str, where: str) -> Any:
+    """One line's JSON, every string in it well-formed; an :class:`EventLogError` naming
+    ``where`` when it is no JSON we can read."""
+    try:
+        # strict=False: a raw control character inside a string (never written by us, but
+        # found in altered logs) is read, not refused; the CLI shows it escaped.
+        record = json.loads(line, strict=False)
+        if _SURROGATE_ESCAPE.search(line):  # an older version wrote lone surrogates escaped
+            record = json.loads(_well_formed(json.dumps(record, ensure_ascii=False)))
+    except RecursionError:
+        raise EventLogError(f"{where} is not JSON (nested too deeply)",
+                            fix="the log was altered or is corrupt here") from None  # fmt: skip
+    except ValueError as error:  # JSONDecodeError, or an integer of over 4,300 digits
+        reason = error.msg if isinstance(error, json.JSONDecodeError) else "a number too long"
+        raise EventLogError(f"{where} is not JSON ({reason})",
+                            fix="the log is corrupt or truncated here") from None  # fmt: skip
+    return record
+
+
+def _one_line(error: Exception) -> str:
+    """What is wrong with an event, in one line (pydantic's own message takes several)."""
+    if isinstance(error, ValidationError):
+        return "; ".join(
+            f"{'.'.join(map(str, problem['loc'])) or 'event'}: {problem['msg']}"
+            for problem in error.errors()[:3]
+        )
+    return str(error)
+
+
+def read_log(path: Path) -> LogContents:
+    """Parse a log; a missing, corrupt, truncated or foreign file names the file and line."""
     contents: LogContents | None = None
-    for number, line in enumerate(lines, start=1):
+    for number, line in enumerate(_decode_lines(_read_regular_file(path)), start=1):
         where = f"{path}:{number}"
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as error:
-            raise EventLogError(f"{where} is not JSON ({error.msg})",
-                                fix="the log is corrupt or truncated here") from None  # fmt: skip
+        record = _parse_record(line, where)
         if not isinstance(record, dict):
             raise EventLogError(f"{where} is not a log record", fix="give a reactome-answers log")
         kind = record.get("kind")
@@ -327,7 +372,7 @@ def read_log(path: Path) -> LogContents:
             try:
                 contents.events.append(parse_event(record["event"]))
             except Exception as error:
-                raise EventLogError(f"{where} holds an invalid event ({error})",
+                raise EventLogError(f"{where} holds an invalid event ({_one_line(error)})",
                                     fix="the log was altered or is corrupt") from None  # fmt: skip
         else:
             raise EventLogError(

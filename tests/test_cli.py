@@ -102,3 +102,25 @@ def test_output_to_a_closed_pipe_or_full_disk_is_not_a_traceback() -> None:
         assert result.stderr.strip() == (
             "reactome-answers: error: cannot write the output (No space left on device)"
         )
+
+
+def test_a_history_file_json_cannot_hold_is_a_one_line_error(tmp_path: Path) -> None:
+    # JSON that parses nowhere sensible: nested past any parser's depth, or an integer too
+    # long for Python to read; a file that never ends; bytes that are not UTF-8.
+    files: dict[str, tuple[bytes, str]] = {
+        "nested.json": (b"[" * 100_000, "nested too deeply"),
+        "number.json": (b'[{"role": "user", "content": "x", "n": ' + b"9" * 5000 + b"}]", "4,300"),
+        "latin1.json": (b'[{"role": "user", "content": "caf\xe9"}]', "not UTF-8"),
+    }
+    cases = [(Path("/dev/zero"), "over 8,388,608 bytes")] if Path("/dev/zero").exists() else []
+    for name, (content, says) in files.items():
+        path = tmp_path / name
+        path.write_bytes(content)
+        cases.append((path, says))
+    for path, says in cases:
+        result = run("--home", str(tmp_path / "home"), "ask", "--history", str(path), "Hi?")
+        assert result.returncode == 1, result.stderr
+        (line,) = result.stderr.strip().splitlines()
+        assert line.startswith(f"reactome-answers: error: --history {path}: "), line
+        assert says in line
+        assert result.stdout == ""
