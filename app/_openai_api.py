@@ -8,7 +8,9 @@
   our ``references`` and their links as ``citations`` (in final order, as Perplexity's API
   gives them), a usage chunk when ``stream_options.include_usage`` asks, and ``[DONE]``.
   Unless ``openai_sources`` is off, the content ends with a short Markdown list of the sources,
-  so that a client that renders text only still shows them.
+  so that a client that renders text only still shows them. A Sources list the model wrote at
+  the end of its own text is removed first (:mod:`app._sources_text`): its links are the
+  model's, not references, and above ours it would look like the real list.
 
 Errors have OpenAI's shape, ``{"error": {"message", "type", "code"}}``; a refused question or
 one nothing was found for is an ordinary completion whose content says so.
@@ -16,7 +18,6 @@ one nothing was found for is an ordinary completion whose content says so.
 
 from __future__ import annotations
 
-import re
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -37,6 +38,7 @@ from app._chat_protocols import (
 from app._disconnect import CLIENT_LEFT_STATUS, events_unless_client_leaves
 from app._errors import openai_error_body, openai_error_response
 from app._links import reference_link, sources_markdown
+from app._sources_text import ModelSources, without_model_sources, without_our_sources
 from callbacks.events import DoneEvent, ErrorEvent, Event, Reference, TokenEvent
 from pipelines.errors import ReactomeAnswersError
 from pipelines.pipeline import AnswerPipeline
@@ -45,8 +47,6 @@ from pipelines.settings import Settings
 __all__ = ["MODEL_ID", "ChatRequest", "add_openai_routes"]
 
 MODEL_ID = "reactome-answers"
-# What this module appends to an answer, recognized when a client sends it back as history.
-_SOURCES_TAIL = re.compile(r"\n\nSources:\n(?:\d+\. \[.*\]\(\S*\)\n?)+\Z")
 
 
 class _TextPart(BaseModel):
@@ -89,7 +89,7 @@ class ChatRequest(BaseModel):
         """The last user message, and the user and assistant turns before it."""
         turns = [
             # Our own Sources list, sent back to us in an earlier answer, is not history.
-            (m.role, _SOURCES_TAIL.sub("", m.text()) if m.role == "assistant" else m.text())
+            (m.role, without_our_sources(m.text()) if m.role == "assistant" else m.text())
             for m in self.messages
         ]
         split = split_conversation(turns)
@@ -224,6 +224,7 @@ def _completion(settings: Settings, events: list[Event], completion_id: str) -> 
         status = ReactomeAnswersError.http_status_for(failure.data.code)
         return openai_error_response(status, failure.data.message, failure.data.code)
     tail = sources_markdown(done.data.references) if settings.openai_sources else ""
+    text = without_model_sources(done.data.text)
     return {
         "id": completion_id,
         "object": "chat.completion",
@@ -232,7 +233,7 @@ def _completion(settings: Settings, events: list[Event], completion_id: str) -> 
         "choices": [
             {
                 "index": 0,
-                "message": {"role": "assistant", "content": done.data.text + tail},
+                "message": {"role": "assistant", "content": text + tail},
                 "finish_reason": "stop",
             }
         ],
@@ -264,6 +265,8 @@ async def _stream(
         )
 
     events = pipeline.astream(question, **options)
+    # Holds back what may be the start of a Sources list of the model's own, to remove it.
+    model_sources = ModelSources()
     try:
         yield chunk({"role": "assistant", "content": ""})
         streamed = False
@@ -271,7 +274,9 @@ async def _stream(
         async for event in events:
             if isinstance(event, TokenEvent):
                 streamed = True
-                yield chunk({"content": event.data.text})
+                released = model_sources.feed(event.data.text)
+                if released:
+                    yield chunk({"content": released})
             elif isinstance(event, ErrorEvent):
                 failed = True
                 status = ReactomeAnswersError.http_status_for(event.data.code)
@@ -282,7 +287,8 @@ async def _stream(
                 if failed:
                     break
                 # A refusal, nothing found, or a model that did not stream: the whole text.
-                text = "" if streamed else event.data.text
+                text = "" if streamed else model_sources.feed(event.data.text)
+                text += model_sources.close()
                 if settings.openai_sources:
                     text += sources_markdown(event.data.references)
                 if text:

@@ -60,7 +60,11 @@ _WORD_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9'+-]*")
 _VARIANT_RE = re.compile(
     r"\b(?:p\.)?[ACDEFGHIKLMNPQRSTVWY]\d{1,5}(?:[ACDEFGHIKLMNPQRSTVWY*]|fs|del)\b"
 )
-_SYMBOL_RE = re.compile(r"\b(?=[A-Za-z0-9-]*[A-Z][A-Za-z0-9-]*[A-Z0-9])[A-Z][A-Za-z0-9-]{1,11}\b")
+# A gene or protein symbol: a capital, and a second capital or digit later in the same run
+# (ABCA1, TP53, BRCA2, IL-6; not Tangier). The look-ahead starts after the first capital and
+# stops at the first capital or digit: two open-ended runs in it, tried at every word start,
+# made a long hyphenated run ("a-a-a-...") cost quadratic time.
+_SYMBOL_RE = re.compile(r"\b[A-Z](?=[a-z-]*[A-Z0-9])[A-Za-z0-9-]{1,11}\b")
 _PRONOUN_RE = re.compile(r"\b(?:it|its|they|them|their|this|that|these|those)\b", re.IGNORECASE)
 
 
@@ -172,9 +176,11 @@ def parse_expansion(
 ) -> Expansion:
     """The model's JSON expansion, checked; rules fill in whatever is missing or invalid."""
     catalog = catalog or catalog_for()
-    match = re.search(r"\{.*\}", text, re.DOTALL)
+    # From the first "{" to the last "}": found with two string scans, as a pattern such as
+    # \{.*\} would rescan the rest of the text from every "{" when no "}" follows.
+    start, end = text.find("{"), text.rfind("}")
     try:
-        data = json.loads(match.group(0)) if match else None
+        data = json.loads(text[start : end + 1]) if 0 <= start < end else None
     except json.JSONDecodeError:
         data = None
     if not isinstance(data, dict):

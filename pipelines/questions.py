@@ -38,11 +38,57 @@ _CARE = (
 _DECISION_RE = re.compile(
     r"\b(?:should|can|could|may|must)\s+I\s+(?:\w+\s+)?"
     r"(?:take|stop|start|quit|skip|double|halve|increase|decrease|reduce|lower|raise|switch|"
-    r"combine|mix|keep|go\s+off|come\s+off)\s+(?:[\w'-]+\s+){0,3}?" + _CARE + r"\b"
-    r"|\b(?:how\s+(?:much|many)|what\s+(?:dose|dosage))\b[^.?!]*\bshould\s+I\s+(?:take|use)\b"
-    r"|\bis\s+it\s+safe\s+for\s+me\b[^.?!]*\b" + _CARE + r"\b",
+    r"combine|mix|keep|go\s+off|come\s+off)\s+(?:[\w'-]+\s+){0,3}?" + _CARE + r"\b",
     re.IGNORECASE,
 )
+# Two words that must meet in one sentence, the second after the first: "how much ... should
+# I take", "is it safe for me ... statins". Read as two searches per sentence, not as one
+# pattern with [^.?!]* between them, which retried the rest of the sentence from every
+# "how much" (quadratic in a question that repeats it).
+_SAME_SENTENCE = (
+    (
+        re.compile(r"\b(?:how\s+(?:much|many)|what\s+(?:dose|dosage))\b", re.IGNORECASE),
+        re.compile(r"\bshould\s+I\s+(?:take|use)\b", re.IGNORECASE),
+    ),
+    (
+        re.compile(r"\bis\s+it\s+safe\s+for\s+me\b", re.IGNORECASE),
+        re.compile(r"\b" + _CARE + r"\b", re.IGNORECASE),
+    ),
+)
+_SENTENCE_END = re.compile(r"[.?!]")
+
+
+def _in_one_sentence(first: re.Pattern[str], then: re.Pattern[str], text: str) -> range | None:
+    """Where the first match of ``first`` that ``then`` follows before its sentence ends
+    starts, to the end of the last such match of ``then``; None when there is none. Each
+    sentence is read once: when its first ``first`` has no ``then`` after it, no later one in
+    that sentence can."""
+    position = 0
+    while (opener := first.search(text, position)) is not None:
+        ending = _SENTENCE_END.search(text, opener.end())
+        end = ending.start() if ending is not None else len(text)
+        closers = list(then.finditer(text, opener.end(), end))
+        if closers:
+            return range(opener.start(), closers[-1].end())
+        position = end
+    return None
+
+
+def _decision(question: str) -> str | None:
+    """The words that make ``question`` a decision about one's own care (the leftmost such
+    words, the first rule's on a tie, as one alternation would find them), or None."""
+    spans = []
+    direct = _DECISION_RE.search(question)
+    if direct is not None:
+        spans.append(range(*direct.span()))
+    for first, then in _SAME_SENTENCE:
+        span = _in_one_sentence(first, then, question)
+        if span is not None:
+            spans.append(span)
+    if not spans:
+        return None
+    leftmost = min(spans, key=lambda span: span.start)
+    return question[leftmost.start : leftmost.stop]
 
 
 def _has_control_characters(question: str) -> bool:
@@ -79,10 +125,10 @@ def rule_refusal(question: str, max_chars: int) -> Refusal | None:
         return Refusal(text, "rule", {"rule": "too_long", "chars": len(question)})
     if _has_control_characters(question):
         return Refusal(_NOT_TEXT, "rule", {"rule": "control_characters"})
-    match = _DECISION_RE.search(question)
-    if match:
+    matched = _decision(question)
+    if matched is not None:
         return Refusal(
-            ADVICE_REFUSAL, "rule", {"rule": "personal_care", "matched": redact_secrets(match[0])}
+            ADVICE_REFUSAL, "rule", {"rule": "personal_care", "matched": redact_secrets(matched)}
         )
     return None
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 import os
 import re
 import sys
+from collections.abc import Iterable
 
-__all__ = ["one_line", "redact_secrets", "warn_not_done"]
+__all__ = ["one_line", "redact_also", "redact_secrets", "warn_not_done"]
 
 # Names of environment variables whose values are credentials (OPENAI_API_KEY, HF_TOKEN...).
 _SECRET_NAME_RE = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL", re.IGNORECASE)
@@ -20,15 +21,33 @@ _SECRET_SHAPE_RE = re.compile(
     re.IGNORECASE,
 )
 _REDACTED = "[redacted]"
+# Shorter values are not redacted: they would blank out ordinary words.
+_MIN_SECRET_CHARS = 6
+# Secrets this process was given that neither a variable's name nor a shape reveals: the
+# server's own API keys, one of a comma-separated list or a line of a key file. Longest
+# first, so that a key inside another is not left half redacted.
+_configured: tuple[str, ...] = ()
+
+
+def redact_also(secrets: Iterable[str]) -> None:
+    """Redact ``secrets`` too, from now on, wherever :func:`redact_secrets` runs in this
+    process (values shorter than six characters excepted)."""
+    global _configured
+    known = set(_configured) | {secret for secret in secrets if len(secret) >= _MIN_SECRET_CHARS}
+    _configured = tuple(sorted(known, key=len, reverse=True))
 
 
 def redact_secrets(text: str) -> str:
     """``text`` with every credential replaced: the values of environment variables named
     like keys or tokens, and anything shaped like an API key or a bearer token. Applied to
-    every message that can reach a user, an event or a log."""
+    every message that can reach a user, an event or a log; and those given to
+    :func:`redact_also`."""
     for name, value in os.environ.items():
-        if len(value) >= 6 and _SECRET_NAME_RE.search(name) and value in text:
+        if len(value) >= _MIN_SECRET_CHARS and _SECRET_NAME_RE.search(name) and value in text:
             text = text.replace(value, _REDACTED)
+    for secret in _configured:
+        if secret in text:
+            text = text.replace(secret, _REDACTED)
     return _SECRET_SHAPE_RE.sub(_REDACTED, text)
 
 

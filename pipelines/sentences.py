@@ -29,13 +29,20 @@ __all__ = [
 # A parenthetical is a literature citation when it holds "et al" or a name followed by a year:
 # "(Kuo et al. 2010)", "(reviewed in Corless et al, 2011)", "(Smith and Jones 2001; Li 2003)".
 # Only innermost parentheses are matched, so a citation inside a longer aside goes alone.
+# The name is read from its last letter ("Smith" as its "h"): only non-letters may stand
+# between that letter and the year, so each try ends at the next letter, where a name read
+# from its first letter would rescan the rest of its word from every letter (quadratic in a
+# long word). Spaces before a citation are taken from the start of their run only, not
+# retried from each of them.
 _CITATION_BODY = (
-    r"\((?=[^()]*(?:\bet\.?\s?al\b|[^\W\d_][^\s()]*,?\s*(?:19|20)\d\d[a-z]?\b))[^()]*\)"
+    r"\((?=[^()]*(?:\bet\.?\s?al\b|[^\W\d_](?:[\d_]|[^\w\s()])*,?\s*(?:19|20)\d\d[a-z]?\b))"
+    r"[^()]*\)"
 )
-_CITATION_RE = re.compile(r"[ \t]*" + _CITATION_BODY)
+_CITATION_RE = re.compile(r"(?<![ \t])[ \t]*" + _CITATION_BODY)
 # "... membrane. (Kerner 2000)." : the citation stands after the sentence's own full stop.
 _CITATION_AFTER_STOP_RE = re.compile(r"(?<=[.!?])[ \t]*" + _CITATION_BODY + r"\.?")
-_BULLET_RE = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+", re.MULTILINE)
+# Spaces and tabs only before a bullet: a run of blank lines is read once, not from each line.
+_BULLET_RE = re.compile(r"^[^\S\n]*(?:[-*+]|\d+[.)])\s+", re.MULTILINE)
 _PARAGRAPH_RE = re.compile(r"\n\s*\n|\n(?=\s*(?:[-*+]|\d+[.)])\s)")
 _WORDLIKE_RE = re.compile(r"[^\W_]")
 _TAG_RE = re.compile(r"</?(?:p|br|li|ul|ol)\s*/?>", re.IGNORECASE)

@@ -5,6 +5,7 @@ what ``/v1/answer`` gives for the same question, and their citations its final r
 from __future__ import annotations
 
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ from app._links import reference_link, sources_markdown
 from callbacks.events import Reference
 from callbacks.log import read_log
 from pipelines.retriever import EXPANSION
+from tests.support.fake_openai import FORGED_SITE, fake_chat
 from tests.support.servers import Served, serve_command
 
 QUESTION = "What causes Tangier disease?"
@@ -213,3 +215,62 @@ def test_the_sources_list_can_be_turned_off(sample_home: Path) -> None:
             ],
         )
         assert follow_up.choices[0].message.content
+
+
+def test_a_history_turn_built_to_backtrack_is_read_while_the_server_stays_responsive(
+    served: Served, sample_home: Path
+) -> None:
+    # The reproduction with 32 items: at 27 the old pattern held the worker's event
+    # loop for 13 s, and each item doubles that.
+    content = "ok\n\nSources:\n" + "1. [a](b)" * 32 + "X"
+    messages = [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": content},
+        {"role": "user", "content": QUESTION},
+    ]
+    url = f"{served.base}/v1/chat/completions"
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        answer = pool.submit(httpx.post, url, json={"messages": messages}, timeout=120)
+        health = []
+        while not answer.done():
+            # A generous bound for a local health check; a worker stalled by the history
+            # would exceed it by minutes.
+            health.append(httpx.get(f"{served.base}/healthz", timeout=20).status_code)
+        response = answer.result()
+    assert health, "healthz was asked while the answer was in flight"
+    assert set(health) == {200}, health
+    assert response.status_code == 200, response.text
+    completion = response.json()
+    assert completion["choices"][0]["message"]["content"]
+    request_id = completion["id"].removeprefix("chatcmpl-")
+    (log,) = (sample_home / "logs").glob(f"*-{request_id}.jsonl")
+    # Not our Sources list (it does not end as ours does), so the turn is history as sent.
+    assert read_log(log).header["history"] == [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": content},
+    ]
+
+
+def test_a_sources_list_the_model_wrote_itself_gives_way_to_ours(sample_home: Path) -> None:
+    with fake_chat("own_sources") as fake:
+        env = {
+            "OPENAI_BASE_URL": fake.url,
+            "OPENAI_API_KEY": "sk-test",
+            "REACTOME_ANSWERS_LLM": "openai:fake-model",
+        }
+        with serve_command(sample_home, env=env) as served:
+            client = openai.OpenAI(base_url=f"{served.base}/v1", api_key="unused", max_retries=0)
+            messages: Any = [{"role": "user", "content": QUESTION}]
+            completion = client.chat.completions.create(model="reactome-answers", messages=messages)
+            chunks = list(
+                client.chat.completions.create(
+                    model="reactome-answers", messages=messages, stream=True
+                )
+            )
+    references = [Reference.model_validate(r) for r in (completion.model_extra or {})["references"]]
+    assert references, "the fake model cites the first sources it is given"
+    streamed = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    for content in (completion.choices[0].message.content or "", streamed):
+        assert content == f"About {QUESTION}: see [1][2]." + sources_markdown(references)
+        assert FORGED_SITE not in content
+        assert content.count("Sources:") == 1

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import httpx
 import pytest
 
+from callbacks.events import DoneEvent, StartEvent
 from pipelines.redaction import one_line, redact_secrets
+from tests.support.servers import serve_command
+from tests.support.sse import parse_sse
 
 
 @pytest.mark.parametrize(
@@ -40,3 +46,32 @@ def test_values_of_credential_variables_are_redacted_even_across_lines(
 def test_ordinary_text_is_left_alone() -> None:
     text = "ABCA1 exports cholesterol [1]; see https://reactome.org/content/detail/R-HSA-5682113"
     assert redact_secrets(text) == text
+
+
+def test_a_servers_own_key_pasted_into_a_question_is_kept_out_of_its_stream_and_log(
+    sample_home: Path, tmp_path: Path
+) -> None:
+    # From a key file: neither the key's shape nor a variable's value would give it away.
+    key = "team-7f3a9c2e41d8"
+    keys = tmp_path / "keys.txt"
+    keys.write_text(f"other-key-5b6d0e\n{key}\n", encoding="utf-8")
+    env = {"REACTOME_ANSWERS_API_KEYS": f"@{keys}"}
+    with serve_command(sample_home, env=env) as served:
+        response = httpx.post(
+            f"{served.base}/v1/answer/stream",
+            json={"question": f"What causes Tangier disease? (my key is {key})"},
+            headers={"Authorization": f"Bearer {key}"},
+            timeout=120,
+        )
+    assert response.status_code == 200, response.text
+    events = parse_sse(response.text)
+    start, done = events[0], events[-1]
+    assert isinstance(start, StartEvent)
+    assert isinstance(done, DoneEvent)
+    assert done.data.state == "answered"
+    assert start.data.question == "What causes Tangier disease? (my key is [redacted])"
+    assert key not in response.text
+    (log,) = (sample_home / "logs").glob(f"*-{start.request_id}.jsonl")
+    logged = log.read_text(encoding="utf-8")
+    assert "[redacted]" in logged
+    assert key not in logged

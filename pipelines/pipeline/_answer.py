@@ -33,7 +33,7 @@ from pipelines.pipeline._result import answer_result
 from pipelines.pipeline._runnable import PipelineRunnable
 from pipelines.pipeline._sync import SyncRunner
 from pipelines.questions import ADVICE_REFUSAL, Refusal, rule_refusal
-from pipelines.redaction import one_line, redact_secrets, warn_not_done
+from pipelines.redaction import one_line, redact_also, redact_secrets, warn_not_done
 from pipelines.settings import Settings, load_settings
 
 if TYPE_CHECKING:
@@ -91,6 +91,9 @@ class AnswerPipeline:
         inside, and the answer model's run, each tagged). LangSmith's own tracer needs none:
         ``LANGSMITH_TRACING=true`` adds it (docs/deployment.md)."""
         self.settings = settings or load_settings()
+        # The server's own API keys, pasted into a question, are redacted from the start event
+        # and the logs like any credential: no pattern or variable name would reveal them.
+        redact_also(self.settings.api_key_set)
         self._retriever = retriever
         self._logs = RequestLogs(self.settings)
         self.raise_handler_errors = raise_handler_errors
