@@ -5,17 +5,24 @@ care; most are worded too freely for rules ("ran out of levothyroxine, is it ok 
 without"). This gate learns the difference from labeled examples shipped with the package
 (``advice_examples.yaml``): each example is embedded with the pipeline's own embedding model,
 a few lexical cues are appended (first person, a relative, a decision word, a dose or lab
-value, a mechanism or website word), and an L2-regularised logistic regression is fitted on
-them, once per process and embedding model. A question is refused when its score is above
-:data:`THRESHOLD`.
+value, a mechanism or website word, a part of a web page), and an L2-regularised logistic
+regression is fitted on them, once per process and embedding model. A question is refused
+when its score is above its threshold: :data:`THRESHOLD`, or the higher
+:data:`WEBSITE_THRESHOLD` for a question the catalog routes to the user guide
+(docs/decisions/0019).
 
 Why a linear model rather than the nearest examples alone: the sentence embedding is mostly
 about the topic (warfarin, statins), and advice and mechanism questions share topics; a
 nearest-neighbour vote mixes them up, while a linear direction across all examples separates
 "asks for a decision about me" from "asks how it works" whatever the drug (docs/decisions/0013).
 
-Website questions (routed to the user guide alone or with others) are never refused by the
-gate: "Can I switch the diagram to show drugs?" is about the website, however it sounds.
+Website questions (routed to the user guide alone or with others) need more to be refused:
+"Can I switch the diagram to show drugs?" is about the website, however it sounds, but "how
+can I get rid of the leg cramps from my statin" is routed there by its "how can I get" and
+is still a request for advice.
+
+No shipped example and no question in the tests scores within :data:`MARGIN` of its
+threshold (tests/test_advice.py), so another CPU's rounding cannot flip their decisions.
 """
 
 from __future__ import annotations
@@ -35,7 +42,9 @@ from langchain_core.embeddings import Embeddings
 from pipelines.definitions import Catalog, catalog_for
 
 __all__ = [
+    "MARGIN",
     "THRESHOLD",
+    "WEBSITE_THRESHOLD",
     "AdviceExample",
     "AdviceGate",
     "AdviceVerdict",
@@ -45,12 +54,23 @@ __all__ = [
 
 _Matrix = np.ndarray[Any, np.dtype[np.float64]]
 
-# Logit above which a question is refused. On the examples' leave-one-out scores every
-# threshold between the highest must-answer score (about -1.3) and the second-lowest advice
-# score (about 1.4) separates them equally well; a must-answer question refused costs more
-# than an advice question answered (whose answer is still only about pathways), so the
-# threshold sits towards the advice side of that gap.
+# Logit above which a question is refused. On the examples' leave-one-out scores the classes
+# overlap between about -0.4 and 1.0 (docs/decisions/0019); a must-answer question refused
+# costs more than an advice question answered (whose answer is still only about pathways), so
+# the threshold sits at the top of the overlap: no must-answer example is above it.
 THRESHOLD = 1.0
+# The threshold for a question routed to the user guide: the route says it is about the
+# website, where first-person wording ("can I stop", "should I use") is the norm. On the
+# leave-one-out scores the routed must-answer examples stay below 0 and the routed advice
+# ones above 3.
+WEBSITE_THRESHOLD = 2.0
+# No shipped example and no test question may score closer than this to its threshold
+# (tests/test_advice.py). With onnxruntime's graph optimizations off (plain kernels for fused
+# ones, as another CPU's instruction set swaps kernels) a score moved by at most 0.2, with the
+# examples embedded and the gate refitted the same way; with the unquantized model instead of
+# the int8 one, a far larger change of the vectors, by at most 0.44; with 2 threads instead of
+# 1, not at all (``python -m tests.benchmarks.advice_gate --spread``). 0.5 is above both.
+MARGIN = 0.5
 # Weight of the lexical cues next to the 384 embedding dimensions, and the L2 penalty; chosen
 # by leave-one-out on the examples (0.3 and 0.03 gave the widest gap between the classes).
 _CUE_WEIGHT = 0.3
@@ -80,6 +100,10 @@ _CUES = tuple(
         r"\b(?:reactome|pathways?|browser|analysis|api|download|upload|identifiers?|diagrams?|"
         r"database|cypher|mechanism|inhibits?|receptors?|enzymes?|signall?ing|mutations?|"
         r"reactions?)\b",
+        # parts of a web page ("Can I stop the tour?" is not about a treatment)
+        r"\b(?:tour|walkthrough|tutorial|tips?|overlay|pages?|tab|panel|screen|screenshots?|"
+        r"font|labels?|zoom|colou?rs?|contrast|cache|reload|login|account|button|menu|link|"
+        r"export|token|viewer|app)\b",
     )
 )
 
@@ -99,9 +123,20 @@ class AdviceVerdict:
     refused: bool
     score: float
     nearest: list[dict[str, Any]]  # the closest examples: id, label, similarity
+    threshold: float = THRESHOLD  # the one that applied: WEBSITE_THRESHOLD for the website
+
+    @property
+    def distance(self) -> float:
+        """How far the score is from deciding the other way; under :data:`MARGIN`, rounding
+        on another CPU could flip it."""
+        return abs(self.score - self.threshold)
 
     def detail(self) -> dict[str, Any]:
-        return {"score": round(self.score, 3), "threshold": THRESHOLD, "nearest": self.nearest}
+        return {
+            "score": round(self.score, 3),
+            "threshold": self.threshold,
+            "nearest": self.nearest,
+        }
 
 
 def load_examples() -> list[AdviceExample]:
@@ -150,10 +185,10 @@ def _embed(embeddings: Embeddings, texts: Sequence[str]) -> _Matrix:
     return _unit(embeddings.embed_documents(list(texts)))
 
 
-def _refused(score: float, question: str, catalog: Catalog) -> bool:
-    """The gate's decision: above the threshold, unless the question is about the website."""
+def _threshold(question: str, catalog: Catalog) -> float:
+    """The score above which ``question`` is refused: higher for a website question."""
     website = "userguide" in catalog and "userguide" in catalog.route(question)
-    return score > THRESHOLD and not website
+    return WEBSITE_THRESHOLD if website else THRESHOLD
 
 
 @dataclass(frozen=True)
@@ -228,7 +263,8 @@ class AdviceGate:
             }
             for i in np.argsort(-similarities)[:_NEAREST]
         ]
-        return AdviceVerdict(_refused(score, text, self.catalog), score, nearest)
+        threshold = _threshold(text, self.catalog)
+        return AdviceVerdict(score > threshold, score, nearest, threshold)
 
 
 def leave_one_out(
@@ -240,19 +276,23 @@ def leave_one_out(
 
     Returns ``advice_questions``, ``advice_refused`` (share), ``answer_questions``,
     ``answer_refused`` (count) and ``missed`` (ids on each side that the gate gets wrong),
-    the same shape eval_quality reports per split, plus the per-example ``scores``."""
+    the same shape eval_quality reports per split, plus the per-example ``scores`` and
+    ``distances`` (from the threshold that applies to each)."""
     examples = list(examples) if examples is not None else load_examples()
     catalog = catalog or catalog_for()
     questions = [e.question for e in examples]
     features = _features(_embed(embeddings, questions), questions)
     labels = _labels(examples)
     scores: dict[str, float] = {}
+    distances: dict[str, float] = {}
     refused: dict[str, bool] = {}
     for i, example in enumerate(examples):
         others = np.arange(len(examples)) != i
         score = float(features[i] @ _fit(features[others], labels[others]))
+        threshold = _threshold(example.question, catalog)
         scores[example.id] = round(score, 3)
-        refused[example.id] = _refused(score, example.question, catalog)
+        distances[example.id] = round(abs(score - threshold), 3)
+        refused[example.id] = score > threshold
     advice = [e for e in examples if e.label == "advice"]
     answer = [e for e in examples if e.label != "advice"]
     return {
@@ -265,4 +305,5 @@ def leave_one_out(
             "answer_refused": [e.id for e in answer if refused[e.id]],
         },
         "scores": scores,
+        "distances": distances,
     }

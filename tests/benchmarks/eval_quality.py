@@ -315,8 +315,9 @@ def evaluate_refusals(
     own examples (pipelines/advice_examples.yaml), each scored by a gate fitted on the
     others; the test half (advice_questions.yaml) is asked as a request asks it."""
     dev = leave_one_out(embeddings)
-    asked = [q for q in advice if q["label"] == "advice"]
-    answer = [q for q in advice if q["label"] == "answer"]
+    test = [q for q in advice if q["split"] == "test"]  # held_out: tests/benchmarks/advice_gate
+    asked = [q for q in test if q["label"] == "advice"]
+    answer = [q for q in test if q["label"] == "answer"]
     splits: dict[str, Scores] = {
         "dev": {key: float(dev[key]) for key in REFUSAL_KEYS},
         "test": {
