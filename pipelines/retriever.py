@@ -310,7 +310,11 @@ class ReactomeRetriever(BaseRetriever):
                 f"keyword index of {version.name} not available ({one_line(error)})"
             )
         with self._lock:
-            self._indexes[version.name] = found
+            # Only a live version's is kept: one a request pinned before an ingest replaced it
+            # would stay open (deleted files held) long after housekeeping removed the version,
+            # since only the swap (`_live_version`) or a reopen drops cached indexes.
+            if any(live.name == version.name for _, live in self._versions.values()):
+                self._indexes[version.name] = found
         return found
 
     def live_versions(

@@ -11,15 +11,14 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 
 from pipelines.download import download_release
 from pipelines.loaders._common import sha256_of
+from tests.support.servers import chroma_server
 
 BIN = Path(sys.executable).parent
 SUMMARY_FIELDS = (
@@ -161,29 +160,8 @@ def test_unreachable_chroma_server_is_a_one_line_error() -> None:
 
 
 def test_ingest_into_a_chroma_server(tmp_path: Path, isolated_home: Path) -> None:
-    port = free_port()
-    server = subprocess.Popen(
-        [
-            str(BIN / "chroma"),
-            "run",
-            "--path",
-            str(tmp_path / "server"),
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                httpx.get(f"http://127.0.0.1:{port}/api/v2/heartbeat", timeout=1)
-                break
-            except httpx.HTTPError:
-                time.sleep(0.2)
+    # Started, and waited for, with a bound for a server that never answers (not a slow one).
+    with chroma_server(tmp_path / "server") as port:
         env = {"CHROMA_HOST": "127.0.0.1", "CHROMA_PORT": str(port)}
         result = cli("ingest", "--sample", "--collections", "disease_variants", "--json", env=env)
         assert result.returncode == 0, result.stderr
@@ -193,9 +171,6 @@ def test_ingest_into_a_chroma_server(tmp_path: Path, isolated_home: Path) -> Non
         # The server holds the vectors; the home folder has no embedded store.
         assert not (isolated_home / "chroma").exists()
         assert json.loads(cli("collections", "--json").stdout) == []
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
 
 
 @needs_shared_data

@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -19,11 +20,13 @@ from callbacks.events import CitationEvent, DoneEvent, ErrorEvent, Event, parse_
 from pipelines import store
 from pipelines.definitions import COLLECTION_NAMES
 from pipelines.errors import InputError
+from pipelines.expander import rule_expansion
 from pipelines.ingest import ingest, locate_sources, sample_dir
 from pipelines.pipeline import AnswerPipeline
 from pipelines.retriever import RANKINGS, Ranking, ReactomeRetriever
 from pipelines.settings import load_settings
 from tests.support.invariants import check_stream
+from tests.support.waiting import wait_until
 
 BIN = Path(sys.executable).parent
 
@@ -235,3 +238,57 @@ def test_a_new_ingest_under_a_running_retriever(tmp_path: Path, minilm: Embeddin
     after = pipeline.invoke("What causes Tangier disease?")
     assert after["state"] == before["state"] == "answered"
     assert "R-HSA-5682113" in [r.get("st_id") for r in after["references"]]
+
+
+def _removed_files_open(home: Path) -> list[str]:
+    """This process's open files under ``home`` that were deleted meanwhile."""
+    where = str(home.resolve())
+    found = []
+    for fd in Path("/proc/self/fd").iterdir():
+        try:
+            target = str(fd.readlink())
+        except OSError:
+            continue  # closed since it was listed
+        if target.startswith(where) and target.endswith(" (deleted)"):
+            found.append(target)
+    return found
+
+
+def test_a_search_pinned_to_a_replaced_version_keeps_none_of_its_files(
+    tmp_path: Path, minilm: Embeddings
+) -> None:
+    # A request that began before an ingest finishes on the version it began on, even after
+    # the retriever has moved on to the new one. Once that version is removed, the process
+    # holds none of its files (it used to keep its chunk table open until the next ingest:
+    # 2 more open files per straggling collection, seen by `serve` under load).
+    corpus = tmp_path / "corpus"
+    shutil.copytree(sample_dir(), corpus)
+    settings = load_settings(home=tmp_path / "home", event_logs=False)
+    ingest(settings, locate_sources(corpus, COLLECTION_NAMES, required=True), embeddings=minilm)
+    pipeline = AnswerPipeline(settings, embeddings=minilm)
+    retriever = pipeline.own_retriever
+    assert retriever is not None
+    pinned = {name: str(row["version"]) for name, row in pipeline.collection_releases().items()}
+
+    summary = corpus / "reactome" / "pathway2summation.txt"
+    summary.write_text(summary.read_text(encoding="utf-8").replace("Tangier", "Tangier (TD)"))
+    ingest(settings, locate_sources(corpus, COLLECTION_NAMES, required=True), embeddings=minilm)
+    # The retriever looks the live version up every few seconds: once it has seen the new
+    # one, the next search reopens the store and lets go of what it held.
+    wait_until(
+        lambda: pipeline.collection_releases()["reactome"]["version"] != pinned["reactome"],
+        every_s=0.5,
+        what="the new version seen",
+    )
+    assert pipeline.invoke("What causes Tangier disease?")["state"] == "answered"
+
+    # A straggler: a search pinned to the replaced version.
+    expansion = rule_expansion("What causes Tangier disease?", max_queries=0)
+    found = retriever.search(expansion, ["reactome"], 5, versions=pinned)
+    assert "R-HSA-5682113" in [d.metadata.get("st_id") for d in found]
+    assert all("(TD)" not in d.page_content for d in found)  # the old version's text
+
+    later = time.time() + store.retirement_grace_s(settings) + 1
+    client = store.open_client(settings)
+    assert pinned["reactome"] in store.remove_retired_versions(client, settings, now=later)
+    assert _removed_files_open(settings.home) == []

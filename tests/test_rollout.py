@@ -5,11 +5,13 @@ processes on 127.0.0.1)."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -37,11 +39,15 @@ QUESTIONS = [
 # Every summary of the changed release ends with this, so each retrieved chunk says which
 # version it came from.
 CHANGED = " This summary comes from the changed release."
-# Within this long of the new version going live, every answer of both instances uses it:
-# the retriever looks the live version up every 5 s, and each instance builds the new
-# version's indexes (a fraction of a second for the sample) before it answers from it.
-SWAP_BOUND_S = 10.0
-REQUEST_TIMEOUT_S = 20  # retired versions stay readable this long plus 15 s
+# The retriever looks the live version up every 5 s, and each instance builds the new
+# version's indexes (a fraction of a second for the sample) before it answers from it: soon
+# after the swap, each instance's latest answers all come from the new version. How soon is
+# for the benchmarks; here the load goes on until it is so (bounded, for an instance that
+# never moves on).
+LATEST = 20
+# Far beyond what a stream takes on a busy machine; retired versions stay readable this long
+# plus 15 s.
+REQUEST_TIMEOUT_S = 60
 
 
 def _changed_release(folder: Path) -> Path:
@@ -62,9 +68,9 @@ def _reactome_versions(port: int) -> set[str]:
     }
 
 
-async def _load(bases: list[str], stop: asyncio.Event) -> list[dict[str, Any]]:
-    """``STREAMS`` clients streaming answers one after another, alternating instances."""
-    results: list[dict[str, Any]] = []
+async def _load(bases: list[str], stop: asyncio.Event, results: list[dict[str, Any]]) -> None:
+    """``STREAMS`` clients streaming answers one after another, alternating instances, into
+    ``results``."""
     # Like a load balancer in front of `serve`, the client lets an idle connection go well
     # before the server would close it (REACTOME_ANSWERS_KEEP_ALIVE_S, 5 s): reusing one just
     # as the server closes it loses that request in any HTTP/1.1 setup (docs/deployment.md).
@@ -92,7 +98,32 @@ async def _load(bases: list[str], stop: asyncio.Event) -> list[dict[str, Any]]:
                     results.append({"status": 0, "body": failure, "end": time.time()})
 
         await asyncio.gather(*(stream_after_stream(n) for n in range(STREAMS)))
-    return results
+
+
+def _latest_versions(home: Path, count: int) -> list[str]:
+    """The reactome version of each of the ``count`` answers ``home``'s instance started
+    last (its log files are named by when they were opened)."""
+    found: list[str] = []
+    for path in sorted((home / "logs").glob("*.jsonl"), reverse=True):
+        with path.open(encoding="utf-8") as log:
+            first_line = log.readline()
+        try:
+            header = json.loads(first_line)
+        except ValueError:
+            continue  # its header is being written
+        found.append(header["releases"]["reactome"]["version"])
+        if len(found) == count:
+            break
+    return found
+
+
+async def _until(check: Callable[[], bool], what: str, timeout_s: float = 300) -> None:
+    """Wait for ``check`` without stopping the load on this loop; the bound is for a
+    condition that never comes, not for a slow machine."""
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        assert time.monotonic() < deadline, f"{what} did not happen within {timeout_s:.0f} s"
+        await asyncio.sleep(0.5)
 
 
 def test_a_release_swapped_in_under_load(tmp_path: Path, minilm: Embeddings) -> None:
@@ -117,10 +148,13 @@ def test_a_release_swapped_in_under_load(tmp_path: Path, minilm: Embeddings) -> 
         homes = [tmp_path / "first", tmp_path / "second"]
         with serve_command(homes[0], env=env) as first, serve_command(homes[1], env=env) as second:
 
-            async def run() -> tuple[list[dict[str, Any]], float, float]:
+            async def run() -> float:
                 stop = asyncio.Event()
-                load = asyncio.create_task(_load([first.base, second.base], stop))
-                await asyncio.sleep(3)  # the load is on
+                load = asyncio.create_task(_load([first.base, second.base], stop, results))
+                # The load is on: both instances answer from the old version.
+                await _until(
+                    lambda: all(_latest_versions(home, 1) for home in homes), "answers on both"
+                )
                 ingesting = await asyncio.create_subprocess_exec(
                     str(Path(sys.executable).parent / "reactome-answers"),
                     "--home", str(ingesting_home), "ingest", "--from",
@@ -130,17 +164,27 @@ def test_a_release_swapped_in_under_load(tmp_path: Path, minilm: Embeddings) -> 
                 )  # fmt: skip
                 _, stderr = await ingesting.communicate()
                 assert ingesting.returncode == 0, stderr.decode()
-                swapped_at = time.time()  # the new version is live by now
-                await asyncio.sleep(SWAP_BOUND_S + 3)
-                stop.set()
-                results = await load
-                # The old version goes once its grace is over (nobody can be reading it).
-                deadline = time.time() + REQUEST_TIMEOUT_S + 15 + 30
-                while old_version in _reactome_versions(port) and time.time() < deadline:
-                    await asyncio.sleep(0.5)
-                return results, swapped_at, time.time()
+                (new_version,) = _reactome_versions(port) - {old_version}
 
-            results, swapped_at, removed_at = asyncio.run(run())
+                def moved_on() -> bool:
+                    return all(
+                        _latest_versions(home, LATEST) == [new_version] * LATEST for home in homes
+                    )
+
+                await _until(moved_on, "both instances answering from the new version")
+                await _until(lambda: len(results) >= 2 * STREAMS, f"{2 * STREAMS} answers")
+                stop.set()
+                await load
+                # The old version goes once its grace is over (nobody can be reading it).
+                await _until(
+                    lambda: old_version not in _reactome_versions(port),
+                    "the old version removed",
+                    timeout_s=REQUEST_TIMEOUT_S + 15 + 300,
+                )
+                return time.time()
+
+            results: list[dict[str, Any]] = []
+            removed_at = asyncio.run(run())
             assert old_version not in _reactome_versions(port)
             (new_version,) = _reactome_versions(port)
 
@@ -174,7 +218,5 @@ def test_a_release_swapped_in_under_load(tmp_path: Path, minilm: Embeddings) -> 
             spans[version].append((started, started + log.events[-1].t_ms / 1000))
         assert spans[old_version], home
         assert spans[new_version], home
-        # Within the bound after the swap, this instance answered from the new version only.
-        assert max(start for start, _ in spans[old_version]) < swapped_at + SWAP_BOUND_S
         # The old version went only after every answer that read it had ended.
         assert removed_at > max(end for _, end in spans[old_version])

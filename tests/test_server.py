@@ -226,7 +226,7 @@ def test_housekeeping_that_fails_keeps_running_and_never_stops_the_server(
         retriever=RunnableLambda(lambda _question: []),
     )
     for _ in serve(create_app(pipeline.settings, pipeline=pipeline)):
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 120
         while len(calls) < 3 and time.monotonic() < deadline:
             time.sleep(0.02)
     assert len(calls) >= 3  # it went on after the first failure, and the server stopped cleanly

@@ -95,6 +95,9 @@ def browser() -> Iterator[Any]:
 @pytest.fixture
 def page(browser: Any) -> Iterator[Any]:
     context = browser.new_context()
+    # Every wait and action may take this long before it fails: a bound for a page that never
+    # gets there, generous for a busy machine (Playwright's own is 30 s).
+    context.set_default_timeout(90_000)
     page = context.new_page()
     page.add_init_script(RECORD_SOURCES)
     problems: list[str] = []
@@ -499,14 +502,14 @@ def test_a_server_with_keys_gets_one_from_the_page_and_it_is_kept_for_the_tab(
         assert page.is_hidden("#key-form")
         page.fill("#question", FIRST)
         page.press("#question", "Enter")
-        page.wait_for_selector("#key-form", state="visible", timeout=30_000)
+        page.wait_for_selector("#key-form", state="visible", timeout=90_000)
         assert "needs an API key" in page.text_content("#error")
         page.fill("#api-key", "not-the-key")
         page.press("#api-key", "Enter")
         # A wrong key: asked for again, with the server's reason.
         page.wait_for_function(
             "() => document.getElementById('error').textContent.includes('not one this server')",
-            timeout=30_000,
+            timeout=90_000,
         )
         assert page.is_visible("#key-form")
         page.fill("#api-key", key)

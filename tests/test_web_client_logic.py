@@ -125,7 +125,7 @@ class _Node:
         assert self.process.stdin is not None
         assert self.process.stdout is not None
         self.process.stdin.close()
-        self.process.wait(timeout=10)
+        self.process.wait(timeout=60)  # a bound for a worker that never exits
         self.process.stdout.close()
 
 
