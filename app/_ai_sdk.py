@@ -34,8 +34,8 @@ from app._chat_protocols import (
 from app._errors import error_response
 from app._links import reference_link
 from callbacks.events import DoneEvent, ErrorEvent, Reference, ReferenceEvent, TokenEvent
+from pipelines.core.settings import Settings
 from pipelines.pipeline import AnswerPipeline
-from pipelines.settings import Settings
 
 __all__ = ["UI_STREAM_HEADERS", "add_ai_sdk_routes"]
 

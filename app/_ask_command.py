@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING
 from app._ingest_commands import collection_list
 from app._links import reference_link
 from callbacks.events import DoneData, DoneEvent, Event, TokenEvent, to_jsonl
-from pipelines.errors import InputError
-from pipelines.settings import Settings
+from pipelines.core.errors import InputError
+from pipelines.core.settings import Settings
 
 if TYPE_CHECKING:
     from pipelines.pipeline import AnswerPipeline

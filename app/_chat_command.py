@@ -9,7 +9,7 @@ import sys
 
 from app._ask_command import add_answer_options, print_answer
 from app._terminal import visible
-from pipelines.settings import Settings
+from pipelines.core.settings import Settings
 
 __all__ = ["add_chat_arguments", "cmd_chat"]
 

@@ -18,8 +18,8 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import Scope
 
-from pipelines.errors import ReactomeAnswersError
-from pipelines.redaction import redact_secrets
+from pipelines.core.errors import ReactomeAnswersError
+from pipelines.core.redaction import redact_secrets
 
 __all__ = [
     "OPENAI_PATHS",

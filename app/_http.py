@@ -24,7 +24,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.protocols.http.auto import AutoHTTPProtocol
 
 from app._errors import refusal
-from pipelines.settings import Settings
+from pipelines.core.settings import Settings
 
 __all__ = ["BodyLimits", "RequireJSON", "configure_protocol", "run"]
 

@@ -9,15 +9,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pipelines.definitions import catalog_for
-from pipelines.errors import InputError, ReactomeAnswersError
-from pipelines.settings import Settings
+from pipelines.catalog.catalog import catalog_for
+from pipelines.core.errors import InputError, ReactomeAnswersError
+from pipelines.core.settings import Settings
 
 if TYPE_CHECKING:
-    from pipelines.ingest import CollectionSummary
+    from pipelines.index.ingest import CollectionSummary
 
-# pipelines.ingest and pipelines.store pull in Chroma, LangChain and onnxruntime; they are
-# imported inside the commands so `--help` and the light commands start quickly.
+# pipelines.index.ingest and pipelines.index.store pull in Chroma, LangChain and onnxruntime;
+# they are imported inside the commands so `--help` and the light commands start quickly.
 
 __all__ = ["add_ingest_arguments", "cmd_collections", "cmd_ingest", "collection_list"]
 
@@ -101,7 +101,7 @@ def _table(summaries: Sequence[CollectionSummary]) -> str:
 
 
 def cmd_ingest(args: argparse.Namespace, settings: Settings) -> int:
-    from pipelines.ingest import ingest, locate_sources, sample_sources
+    from pipelines.index.ingest import ingest, locate_files, sample_files
 
     catalog = catalog_for(settings)
     wanted = args.collections or list(catalog.names)
@@ -110,10 +110,10 @@ def cmd_ingest(args: argparse.Namespace, settings: Settings) -> int:
         raise InputError("--download-url only applies to --download", fix="drop --download-url")
     required = args.collections is not None
     if args.sample:
-        sources = sample_sources(wanted, required=required, catalog=catalog)
+        sources = sample_files(wanted, required=required, catalog=catalog)
         label, release = "sample", args.release or "sample"
     elif args.download:
-        from pipelines.download import download_release
+        from pipelines.catalog.download import download_release
 
         release = args.release or "current"
         if not required:  # all of them: those that can be downloaded
@@ -126,13 +126,13 @@ def cmd_ingest(args: argparse.Namespace, settings: Settings) -> int:
             progress=not args.json and sys.stderr.isatty(),
             catalog=catalog,
         )
-        sources = locate_sources(directory, wanted, required=required, catalog=catalog)
+        sources = locate_files(directory, wanted, required=required, catalog=catalog)
         label = "download"
     else:
         directory, label = args.from_dir.resolve(), f"from {args.from_dir.resolve()}"
-        sources = locate_sources(directory, wanted, required=required, catalog=catalog)
+        sources = locate_files(directory, wanted, required=required, catalog=catalog)
     progress = not args.json and sys.stderr.isatty()
-    summaries = ingest(settings, sources, release=release, source_label=label, progress=progress)
+    summaries = ingest(settings, sources, release=release, origin=label, progress=progress)
 
     if args.json:
         print(json.dumps({s.name: s.as_json(verbose=args.verbose) for s in summaries}, indent=2))
@@ -155,7 +155,7 @@ def cmd_ingest(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_collections(args: argparse.Namespace, settings: Settings) -> int:
-    from pipelines import store
+    from pipelines.index import store
 
     catalog = catalog_for(settings)
     infos = store.collection_infos(store.open_client(settings), catalog.names)

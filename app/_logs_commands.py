@@ -26,8 +26,8 @@ from callbacks.log import (
     prune_configured_logs,
     read_log,
 )
-from pipelines.errors import EventLogError
-from pipelines.settings import Settings
+from pipelines.core.errors import EventLogError
+from pipelines.core.settings import Settings
 
 __all__ = ["add_logs_arguments", "add_replay_arguments", "cmd_logs", "cmd_replay", "log_stats"]
 
@@ -253,7 +253,7 @@ def cmd_replay(args: argparse.Namespace, settings: Settings) -> int:
 def _print_what_the_model_saw(contents: LogContents) -> None:
     """The conversation before the question and what the retriever searched for: what the
     expander and the model saw besides the sources, which the events show."""
-    from pipelines.retriever import EXPANSION
+    from pipelines.retrieval.retriever import EXPANSION
 
     history = contents.header.get("history")
     for turn in history if isinstance(history, list) else []:

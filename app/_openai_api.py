@@ -40,9 +40,9 @@ from app._errors import openai_error_body, openai_error_response
 from app._links import reference_link, sources_markdown
 from app._sources_text import ModelSources, without_model_sources, without_our_sources
 from callbacks.events import DoneEvent, ErrorEvent, Event, Reference, TokenEvent
-from pipelines.errors import ReactomeAnswersError
+from pipelines.core.errors import ReactomeAnswersError
+from pipelines.core.settings import Settings
 from pipelines.pipeline import AnswerPipeline
-from pipelines.settings import Settings
 
 __all__ = ["MODEL_ID", "ChatRequest", "add_openai_routes"]
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from pipelines.settings import env_var_for
+from pipelines.core.settings import env_var_for
 
 __all__ = ["SETTINGS_GROUP", "SETTING_FIELDS", "CommandParser", "port_number", "worker_count"]
 

@@ -23,9 +23,9 @@ from app._logs_commands import add_logs_arguments, add_replay_arguments, cmd_log
 from app._options import SETTING_FIELDS, CommandParser, port_number, worker_count
 from app._terminal import guard_output
 from callbacks.events import event_json_schema
-from pipelines.errors import ReactomeAnswersError
-from pipelines.redaction import redact_secrets
-from pipelines.settings import Settings, env_var_for, load_settings
+from pipelines.core.errors import ReactomeAnswersError
+from pipelines.core.redaction import redact_secrets
+from pipelines.core.settings import Settings, env_var_for, load_settings
 
 __all__ = ["build_parser", "main"]
 

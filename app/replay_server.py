@@ -19,7 +19,7 @@ from app._web import add_web_client
 from app.server import KEEP_ALIVE_S, STREAM_HEADERS, add_body_limits, add_cors
 from callbacks.events import Event, to_sse
 from callbacks.replay import paced
-from pipelines.settings import Settings
+from pipelines.core.settings import Settings
 
 __all__ = ["create_replay_app"]
 

@@ -39,11 +39,11 @@ from app._metrics import CONTENT_TYPE_LATEST, ServerMetrics
 from app._openai_api import add_openai_routes
 from app._web import add_web_client
 from callbacks.events import to_sse
-from pipelines.definitions import catalog_for
-from pipelines.errors import ReactomeAnswersError
+from pipelines.catalog.catalog import catalog_for
+from pipelines.core.errors import ReactomeAnswersError
+from pipelines.core.redaction import redact_secrets, warn_not_done
+from pipelines.core.settings import Settings, load_settings
 from pipelines.pipeline import AnswerPipeline, answer_result
-from pipelines.redaction import redact_secrets, warn_not_done
-from pipelines.settings import Settings, load_settings
 
 __all__ = [
     "KEEP_ALIVE_S",
@@ -288,7 +288,7 @@ def create_app(
     @app.head("/healthz", include_in_schema=False)
     @app.get("/healthz", summary="Store reachable, collections present, model configured")
     async def healthz() -> JSONResponse:
-        from pipelines import store
+        from pipelines.index import store
 
         report: dict[str, Any] = {"llm": settings.llm, "embeddings": settings.embeddings}
         try:
@@ -315,7 +315,7 @@ def create_app(
 
     @app.get("/v1/collections", summary="What is ingested")
     async def collections() -> list[dict[str, Any]]:
-        from pipelines import store
+        from pipelines.index import store
 
         infos = store.collection_infos(shared.store_client(), catalog.names)
         return [info.as_json() for info in infos]

@@ -22,7 +22,7 @@ from pydantic import (
     model_validator,
 )
 
-from pipelines.identifiers import (
+from pipelines.core.identifiers import (
     HTTP_URL_PATTERN,
     SITE_PATH_PATTERN,
     ST_ID_PATTERN,

@@ -8,7 +8,7 @@ It keeps a ``run_map`` from the start callbacks (tags and names arrive there), a
   once that retrieval has ended, so every citation is on the wire before the first token;
 - on :meth:`finish`, strips out-of-range markers, finalizes the citations and emits ``done``;
 - with ``live_citations``, rewrites the markers while the tokens stream instead
-  (:mod:`pipelines.live_citations`), sending a ``reference`` event right before the token that
+  (:mod:`pipelines.citations.live`), sending a ``reference`` event right before the token that
   first cites each source, so ``done`` repeats what was streamed.
 
 One handler serves one request; nothing is shared between requests.
@@ -49,13 +49,13 @@ from callbacks.events import (
     TokenEvent,
     Usage,
 )
-from pipelines.citations import finalize_citations, strip_out_of_range_markers
-from pipelines.errors import EventHandlerError
-from pipelines.live_citations import LiveCitations
-from pipelines.redaction import one_line, redact_secrets
-from pipelines.sources import Source, number_sources
-from pipelines.tags import ANSWER_TAG, EXPANDER_TAG, RETRIEVAL_TAG
-from pipelines.tokens import count_tokens
+from pipelines.citations.finalize import finalize_citations, strip_out_of_range_markers
+from pipelines.citations.live import LiveCitations
+from pipelines.citations.sources import Source, number_sources
+from pipelines.core.errors import EventHandlerError
+from pipelines.core.redaction import one_line, redact_secrets
+from pipelines.core.tags import ANSWER_TAG, EXPANDER_TAG, RETRIEVAL_TAG
+from pipelines.core.tokens import count_tokens
 
 __all__ = ["ANSWER_TAG", "EXPANDER_TAG", "RETRIEVAL_TAG", "AnswerEventHandler"]
 

@@ -32,9 +32,9 @@ from typing import IO, Any
 from pydantic import ValidationError
 
 from callbacks.events import DoneEvent, Event, parse_event, to_jsonl
-from pipelines.errors import EventLogError
-from pipelines.redaction import redact_secrets
-from pipelines.settings import Settings
+from pipelines.core.errors import EventLogError
+from pipelines.core.redaction import redact_secrets
+from pipelines.core.settings import Settings
 
 __all__ = [
     "LOG_SCHEMA_VERSION",

@@ -17,7 +17,7 @@ from langchain_core.documents import Document
 from callbacks.events import DoneEvent, Event, to_jsonl
 from callbacks.handler import AnswerEventHandler
 from callbacks.log import LogContents
-from pipelines.errors import EventLogError
+from pipelines.core.errors import EventLogError
 
 __all__ = ["MAX_GAP_S", "comparable", "paced", "replay_diff", "replay_events"]
 

@@ -1,7 +1,11 @@
 """The LangChain side of reactome-answers: settings, errors and the citation finalizer."""
 
-from pipelines.citations import cited_numbers, finalize_citations, strip_out_of_range_markers
-from pipelines.errors import (
+from pipelines.citations.finalize import (
+    cited_numbers,
+    finalize_citations,
+    strip_out_of_range_markers,
+)
+from pipelines.core.errors import (
     AnswerTimeoutError,
     ConfigurationError,
     DownloadError,
@@ -14,7 +18,7 @@ from pipelines.errors import (
     ReactomeAnswersError,
     StoreUnavailableError,
 )
-from pipelines.settings import Settings, load_settings
+from pipelines.core.settings import Settings, load_settings
 
 __all__ = [
     "AnswerTimeoutError",

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 from langchain_core.embeddings import Embeddings
 
-from pipelines.settings import ENV_PREFIX
+from pipelines.core.settings import ENV_PREFIX
 
 # CI asks for more examples; a local `make test` stays quick. No per-example deadline: on a
 # shared 2-core machine a slow example is load, not a bug (speed is for the benchmarks).
@@ -57,7 +57,7 @@ def isolated_home(
 @pytest.fixture(scope="session")
 def minilm(model_cache: Path) -> Embeddings:
     """The real offline embedding model (the default, quantized), loaded once for the run."""
-    from pipelines.embeddings import MiniLMEmbeddings
+    from pipelines.index.embeddings import MiniLMEmbeddings
 
     return MiniLMEmbeddings(model_cache=model_cache)
 
@@ -65,14 +65,15 @@ def minilm(model_cache: Path) -> Embeddings:
 @pytest.fixture(scope="session")
 def sample_home(tmp_path_factory: pytest.TempPathFactory, minilm: Embeddings) -> Iterator[Path]:
     """A home folder with the sample corpus ingested into a real Chroma folder, built once."""
-    from pipelines.ingest import ingest, locate_sources, sample_dir
-    from pipelines.settings import load_settings
-    from pipelines.store import COLLECTION_NAMES
+    from pipelines.catalog import bundled_dir
+    from pipelines.core.settings import load_settings
+    from pipelines.index.ingest import ingest, locate_files
+    from pipelines.index.store import COLLECTION_NAMES
 
     home = tmp_path_factory.mktemp("sample-home")
     settings = load_settings(home=home)
     ingest(
-        settings, locate_sources(sample_dir(), COLLECTION_NAMES, required=True), embeddings=minilm
+        settings, locate_files(bundled_dir(), COLLECTION_NAMES, required=True), embeddings=minilm
     )
     yield home
     check_logs_replay(home)
@@ -84,8 +85,8 @@ def fuzz_base(sample_home: Path, minilm: Embeddings) -> Iterator[str]:
     from langchain_core.language_models import FakeListChatModel
 
     from app.server import create_app
+    from pipelines.core.settings import load_settings
     from pipelines.pipeline import AnswerPipeline
-    from pipelines.settings import load_settings
     from tests.support.servers import serve
 
     settings = load_settings(home=sample_home, event_logs=False)

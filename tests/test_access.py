@@ -11,8 +11,8 @@ import openai
 import pytest
 
 from app._access import RateLimiter
-from pipelines.errors import ConfigurationError
-from pipelines.settings import load_settings
+from pipelines.core.errors import ConfigurationError
+from pipelines.core.settings import load_settings
 from tests.support.fake_openai import fake_chat
 from tests.support.invariants import check_stream
 from tests.support.servers import Served, serve_command

@@ -14,12 +14,12 @@ from langchain_core.language_models import FakeListChatModel
 
 from callbacks.events import CitationEvent, DoneEvent, TokenEvent
 from callbacks.log import read_log
-from pipelines.advice import MARGIN, WEBSITE_THRESHOLD, AdviceGate, load_examples
-from pipelines.expander import parse_expansion
+from pipelines.core.settings import load_settings
 from pipelines.pipeline import AnswerPipeline
 from pipelines.pipeline._answer import REFUSAL_EVENT
-from pipelines.retriever import ReactomeRetriever
-from pipelines.settings import load_settings
+from pipelines.retrieval.advice import MARGIN, WEBSITE_THRESHOLD, AdviceGate, load_examples
+from pipelines.retrieval.expander import parse_expansion
+from pipelines.retrieval.retriever import ReactomeRetriever
 from tests.benchmarks._common import ADVICE_QUESTIONS, load_questions
 from tests.support.fake_pipeline import ABCA1, FakeRetriever
 from tests.support.invariants import check_stream
@@ -133,7 +133,7 @@ def too_close(gate: AdviceGate, questions: list[str]) -> list[tuple[str, float, 
 
 
 def test_no_example_scores_near_its_threshold(minilm: Embeddings) -> None:
-    # Another CPU's rounding moves a score by under 0.2 (pipelines.advice.MARGIN says how
+    # Another CPU's rounding moves a score by under 0.2 (pipelines.retrieval.advice.MARGIN says how
     # that was measured): no shipped example may be decided by it.
     gate = AdviceGate(minilm)
     assert too_close(gate, [example.question for example in load_examples()]) == []

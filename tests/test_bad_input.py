@@ -18,10 +18,10 @@ from schemathesis.core.result import Ok
 
 from app.cli import main as cli_main
 from callbacks.events import CitationEvent, Event, TokenEvent
-from pipelines.citations import cited_numbers
-from pipelines.identifiers import url_problem
+from pipelines.citations.finalize import cited_numbers
+from pipelines.core.identifiers import url_problem
+from pipelines.core.settings import load_settings
 from pipelines.pipeline import AnswerPipeline
-from pipelines.settings import load_settings
 from tests.support.fake_openai import FORGED, fake_chat
 from tests.support.fake_pipeline import ABCA1, make_pipeline
 from tests.support.forged import FORGED_IDS, FORGED_QUESTION, GUIDE_QUESTION, build_forged_home

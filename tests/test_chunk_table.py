@@ -12,13 +12,14 @@ import numpy as np
 import pytest
 from langchain_core.embeddings import Embeddings
 
-from pipelines import store
-from pipelines.chunk_table import ChunkTable, ChunkTableWriter
-from pipelines.ingest import ingest, locate_sources, sample_dir
-from pipelines.keyword_index import KeywordIndex
+from pipelines.catalog import bundled_dir
+from pipelines.core.settings import Settings, load_settings
+from pipelines.index import store
+from pipelines.index.chunk_table import ChunkTable, ChunkTableWriter
+from pipelines.index.ingest import ingest, locate_files
+from pipelines.index.keyword_index import KeywordIndex
 from pipelines.pipeline import AnswerPipeline
-from pipelines.retriever import ReactomeRetriever
-from pipelines.settings import Settings, load_settings
+from pipelines.retrieval.retriever import ReactomeRetriever
 
 QUESTIONS = [
     "What causes Tangier disease, and what does ABCA1 do?",
@@ -96,7 +97,7 @@ def test_a_version_from_before_tables_gets_one_on_the_next_ingest(
 
     summaries = ingest(
         settings,
-        locate_sources(sample_dir(), store.COLLECTION_NAMES, required=True),
+        locate_files(bundled_dir(), store.COLLECTION_NAMES, required=True),
         embeddings=minilm,
     )
 

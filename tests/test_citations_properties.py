@@ -10,7 +10,11 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
-from pipelines.citations import cited_numbers, finalize_citations, strip_out_of_range_markers
+from pipelines.citations.finalize import (
+    cited_numbers,
+    finalize_citations,
+    strip_out_of_range_markers,
+)
 from tests.support.markup import ANY_MARKUP, MARKDOWN_PIECES
 
 T = TypeVar("T")

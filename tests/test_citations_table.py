@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from pipelines.citations import cited_numbers, finalize_citations, strip_out_of_range_markers
+from pipelines.citations.finalize import (
+    cited_numbers,
+    finalize_citations,
+    strip_out_of_range_markers,
+)
 
 SOURCES = ["A", "B", "C", "D"]
 

@@ -20,7 +20,7 @@ import pytest
 
 import app.cli
 from app.cli import build_parser, main
-from pipelines.settings import ENV_PREFIX, Settings
+from pipelines.core.settings import ENV_PREFIX, Settings
 from tests.support.fake_pipeline import ABCA1, make_pipeline
 
 SCRIPT = Path(sys.executable).parent / "reactome-answers"

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from callbacks.log import read_log
-from pipelines.retriever import EXPANSION
+from pipelines.retrieval.retriever import EXPANSION
 from tests.support.cli import cli
 
 FIRST = "What does ABCA1 do?"

@@ -8,18 +8,19 @@ from pathlib import Path
 import pytest
 from langchain_core.documents import Document
 
-from pipelines import store
-from pipelines.definitions import catalog_for, catalog_from_path, load_definitions
-from pipelines.ingest import chunk_documents, locate_sources, sample_dir, sample_sources
-from pipelines.loaders.reactome import PATHWAYS_FILE, RELATION_FILE, SUMMATION_FILE
-from pipelines.loaders.userguide import PAGE_SUFFIXES, SOURCES_FILE
-from pipelines.loaders.variants import VARIANTS_FILE
-from pipelines.settings import load_settings
-from pipelines.sources import number_sources
+from pipelines.catalog import bundled_dir
+from pipelines.catalog.catalog import catalog_for, catalog_from_path, load_definitions
+from pipelines.catalog.loaders.reactome import PATHWAYS_FILE, RELATION_FILE, SUMMATION_FILE
+from pipelines.catalog.loaders.userguide import PAGE_SUFFIXES, SOURCES_FILE
+from pipelines.catalog.loaders.variants import VARIANTS_FILE
+from pipelines.citations.sources import number_sources
+from pipelines.core.settings import load_settings
+from pipelines.index import store
+from pipelines.index.ingest import chunk_documents, locate_files, sample_files
 
 
 def test_one_definition_per_collection() -> None:
-    definitions = load_definitions(sample_dir())
+    definitions = load_definitions(bundled_dir())
     assert tuple(sorted(definitions)) == tuple(sorted(store.COLLECTION_NAMES))
     assert all(len(d.description) > 40 for d in definitions.values())
     # Declared order, not the folders' alphabetical order, is the order of ingest and listing.
@@ -27,7 +28,7 @@ def test_one_definition_per_collection() -> None:
 
 
 def test_definitions_name_the_files_the_loaders_read() -> None:
-    definitions = load_definitions(sample_dir())
+    definitions = load_definitions(bundled_dir())
     reactome = {spec.role: spec for spec in definitions["reactome"].files}
     assert [spec.name for spec in reactome.values()] == [
         SUMMATION_FILE,
@@ -42,8 +43,8 @@ def test_definitions_name_the_files_the_loaders_read() -> None:
 
 
 def test_sample_documents_are_cited_as_their_definition_says() -> None:
-    definitions = load_definitions(sample_dir())
-    sources = locate_sources(sample_dir(), store.COLLECTION_NAMES, required=True)
+    definitions = load_definitions(bundled_dir())
+    sources = locate_files(bundled_dir(), store.COLLECTION_NAMES, required=True)
     for name, collection_sources in sources.items():
         loaded = collection_sources.load()
         assert loaded.problems == []
@@ -52,7 +53,7 @@ def test_sample_documents_are_cited_as_their_definition_says() -> None:
 
 
 def test_sample_keeps_the_entities_the_demo_relies_on() -> None:
-    sources = locate_sources(sample_dir(), store.COLLECTION_NAMES, required=True)
+    sources = locate_files(bundled_dir(), store.COLLECTION_NAMES, required=True)
     reactome = {doc.key for doc in sources["reactome"].load().documents}
     assert {"R-HSA-5682113", "R-HSA-8862803"} <= reactome  # Tangier disease, CDK5/Alzheimer's
     variants = sources["disease_variants"].load().documents
@@ -66,7 +67,7 @@ def copy_collection(folder: Path, shipped: str, name: str, **changes: str) -> Pa
     declaration renamed and each ``key = value`` of ``changes`` set."""
     target = folder / name
     target.mkdir(parents=True)
-    for path in (sample_dir() / shipped).iterdir():
+    for path in (bundled_dir() / shipped).iterdir():
         (target / path.name).write_bytes(path.read_bytes())
     declared = (target / "collection.toml").read_text(encoding="utf-8")
     declared = declared.replace(f'name = "{shipped}"', f'name = "{name}"')
@@ -81,12 +82,12 @@ def test_a_collection_declared_context_only_is_never_cited(tmp_path: Path) -> No
     copy_collection(tmp_path, "disease_variants", "variants_context", cited_as="context")
     catalog = catalog_from_path(str(tmp_path))
     assert catalog["variants_context"].cited_as == "context"
-    sources = sample_sources(["variants_context"], required=True, catalog=catalog)
+    sources = sample_files(["variants_context"], required=True, catalog=catalog)
     documents = sources["variants_context"].load().documents
     assert documents
     assert all(doc.citation == {} for doc in documents)
     # The same loader under the shipped declaration cites by stable id.
-    shipped = sample_sources(["disease_variants"], required=True)["disease_variants"].load()
+    shipped = sample_files(["disease_variants"], required=True)["disease_variants"].load()
     assert any("st_id" in doc.citation for doc in shipped.documents)
 
 
@@ -95,7 +96,7 @@ def test_cited_as_holds_whatever_the_loader_puts_in_metadata(tmp_path: Path) -> 
     reads pages but is declared context-only still never cites them, url citations on."""
     copy_collection(tmp_path, "userguide", "pages_context", cited_as="context")
     catalog = catalog_from_path(str(tmp_path))
-    sources = sample_sources(["pages_context"], required=True, catalog=catalog)
+    sources = sample_files(["pages_context"], required=True, catalog=catalog)
     chunks = chunk_documents("pages_context", sources["pages_context"].load().documents)
     assert chunks
     assert not any("url" in chunk.metadata or "st_id" in chunk.metadata for chunk in chunks)

@@ -17,11 +17,17 @@ from typing import ClassVar
 import pytest
 from langchain_core.embeddings import Embeddings
 
-from pipelines import store
-from pipelines.embeddings import MINILM_NAME, MINILM_Q8_NAME, MiniLMEmbeddings, make_embeddings
-from pipelines.errors import ConfigurationError, ModelError
-from pipelines.ingest import ingest, locate_sources, sample_dir
-from pipelines.settings import load_settings
+from pipelines.catalog import bundled_dir
+from pipelines.core.errors import ConfigurationError, ModelError
+from pipelines.core.settings import load_settings
+from pipelines.index import store
+from pipelines.index.embeddings import (
+    MINILM_NAME,
+    MINILM_Q8_NAME,
+    MiniLMEmbeddings,
+    make_embeddings,
+)
+from pipelines.index.ingest import ingest, locate_files
 
 
 def cosine(a: list[float], b: list[float]) -> float:
@@ -145,7 +151,7 @@ def openai_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
 @pytest.mark.usefixtures("openai_server")
 def test_openai_compatible_embeddings_ingest_and_are_recorded() -> None:
     settings = load_settings(embeddings="openai:test-embedder")
-    sources = locate_sources(sample_dir(), ["userguide"], required=True)
+    sources = locate_files(bundled_dir(), ["userguide"], required=True)
     (summary,) = ingest(settings, sources, embeddings=make_embeddings(settings))
     assert summary.failure is None
     assert summary.chunks > 0

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pipelines
-from pipelines import errors
+from pipelines.core import errors
 
 
 def error_classes() -> list[type[errors.ReactomeAnswersError]]:

@@ -19,7 +19,7 @@ from callbacks.events import DoneEvent, parse_event
 from callbacks.handler import AnswerEventHandler
 from callbacks.log import EventLog, log_file_name, prune_logs, read_log
 from callbacks.replay import paced, replay_diff
-from pipelines.errors import EventLogError
+from pipelines.core.errors import EventLogError
 from tests.support.cli import cli
 from tests.support.fake_pipeline import ABCA1, CDK5, GUIDE, make_pipeline
 from tests.support.servers import serve_command

@@ -8,16 +8,16 @@ import pytest
 from langchain_core.embeddings import Embeddings
 from langchain_core.language_models import FakeListChatModel
 
-from pipelines.expander import (
+from pipelines.core.settings import load_settings
+from pipelines.index.store import open_client
+from pipelines.retrieval.expander import (
     RuleExpanderModel,
     expander_messages,
     parse_expansion,
     route,
     rule_expansion,
 )
-from pipelines.retriever import ReactomeRetriever
-from pipelines.settings import load_settings
-from pipelines.store import open_client
+from pipelines.retrieval.retriever import ReactomeRetriever
 
 
 @pytest.mark.parametrize(

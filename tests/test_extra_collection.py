@@ -38,7 +38,7 @@ hints = ['\\bglossary\\b', '\\bwhat (?:is|does) the term\\b']
 GLOSSARY_LOADER = """\
 from pathlib import Path
 
-from pipelines.loaders import LoadResult, SourceDocument
+from pipelines.catalog.loaders import LoadResult, LoadedDocument
 
 
 def load_terms(terms: Path) -> LoadResult:
@@ -46,7 +46,7 @@ def load_terms(terms: Path) -> LoadResult:
     for number, line in enumerate(terms.read_text(encoding="utf-8").splitlines(), start=1):
         term, st_id, definition = line.split("\\t")
         result.documents.append(
-            SourceDocument(
+            LoadedDocument(
                 key=f"term:{term}",
                 title=f"Glossary: {term}",
                 text=definition,

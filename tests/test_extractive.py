@@ -7,10 +7,10 @@ import re
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 
-from pipelines.citations import cited_numbers
-from pipelines.extractive import NOTHING_RELEVANT, ExtractiveChatModel, split_sentences
-from pipelines.prompts import answer_messages, read_answer_prompt
-from pipelines.sources import number_sources
+from pipelines.answering.extractive import NOTHING_RELEVANT, ExtractiveChatModel, split_sentences
+from pipelines.answering.prompts import answer_messages, read_answer_prompt
+from pipelines.citations.finalize import cited_numbers
+from pipelines.citations.sources import number_sources
 
 DOCS = [
     Document(

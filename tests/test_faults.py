@@ -23,11 +23,12 @@ from langchain_core.language_models import FakeListChatModel
 from callbacks.events import CitationEvent, ErrorEvent, Event, TokenEvent
 from callbacks.log import read_log
 from callbacks.replay import comparable
-from pipelines.ingest import ingest, locate_sources, sample_dir
+from pipelines.catalog import bundled_dir
+from pipelines.core.settings import load_settings
+from pipelines.index.ingest import ingest, locate_files
+from pipelines.index.store import COLLECTION_NAMES
 from pipelines.pipeline import AnswerPipeline
-from pipelines.retriever import EXPANSION_FALLBACK
-from pipelines.settings import load_settings
-from pipelines.store import COLLECTION_NAMES
+from pipelines.retrieval.retriever import EXPANSION_FALLBACK
 from tests.support.fake_openai import Behaviour, FakeChat, fake_chat
 from tests.support.invariants import check_stream
 from tests.support.servers import serve_command, start_chroma
@@ -277,7 +278,7 @@ def test_a_chroma_server_losing_a_collection_then_stopping(
         monkeypatch.setenv("CHROMA_HOST", "127.0.0.1")
         monkeypatch.setenv("CHROMA_PORT", str(port))
         home = tmp_path / "home"
-        sources = locate_sources(sample_dir(), COLLECTION_NAMES, required=True)
+        sources = locate_files(bundled_dir(), COLLECTION_NAMES, required=True)
         ingest(load_settings(home=home), sources, embeddings=minilm)
         with serve_command(home) as served:
             _, events = sse(served.base, QUESTION)

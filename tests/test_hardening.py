@@ -542,9 +542,9 @@ def test_an_unreadable_logs_folder_is_a_one_line_error(tmp_path: Path) -> None:
 def _changed_corpus(target: Path) -> Path:
     """The sample corpus with one text changed in every collection, so an ingest of it makes
     a new version of each."""
-    from pipelines.ingest import sample_dir
+    from pipelines.catalog import bundled_dir
 
-    shutil.copytree(sample_dir(), target)
+    shutil.copytree(bundled_dir(), target)
     edits = {
         target / "reactome" / "pathway2summation.txt": ("normally", "usually"),
         target / "disease_variants" / "disease_variant_ewas_mapping.tsv": (
@@ -589,10 +589,10 @@ def _index_folders(home: Path) -> int:
 
 
 def test_ingests_under_load_fail_no_request_and_leave_nothing_behind(tmp_path: Path) -> None:
-    from pipelines.ingest import sample_dir
+    from pipelines.catalog import bundled_dir
 
     home = tmp_path / "home"
-    corpora = [_changed_corpus(tmp_path / "changed"), sample_dir()]
+    corpora = [_changed_corpus(tmp_path / "changed"), bundled_dir()]
     first = cli(home, "ingest", "--sample")
     assert first.returncode == 0, first.stderr
     # A request limit well beyond what an answer takes on a busy machine (up to 31 s seen at

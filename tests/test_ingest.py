@@ -10,11 +10,12 @@ from pathlib import Path
 import pytest
 from langchain_core.embeddings import Embeddings
 
-from pipelines import store
-from pipelines.errors import ConfigurationError, InputError, NotIngestedError
-from pipelines.ingest import CollectionSummary, ingest, locate_sources, sample_dir
-from pipelines.keyword_index import KeywordIndex
-from pipelines.settings import Settings, load_settings
+from pipelines.catalog import bundled_dir
+from pipelines.core.errors import ConfigurationError, InputError, NotIngestedError
+from pipelines.core.settings import Settings, load_settings
+from pipelines.index import store
+from pipelines.index.ingest import CollectionSummary, ingest, locate_files
+from pipelines.index.keyword_index import KeywordIndex
 
 
 @pytest.fixture
@@ -25,13 +26,13 @@ def settings() -> Settings:
 @pytest.fixture
 def corpus(tmp_path: Path) -> Path:
     """A writable copy of the sample corpus, so tests can change it between runs."""
-    return Path(shutil.copytree(sample_dir(), tmp_path / "corpus"))
+    return Path(shutil.copytree(bundled_dir(), tmp_path / "corpus"))
 
 
 def run(
     settings: Settings, directory: Path, embeddings: Embeddings
 ) -> dict[str, CollectionSummary]:
-    sources = locate_sources(directory, store.COLLECTION_NAMES, required=False)
+    sources = locate_files(directory, store.COLLECTION_NAMES, required=False)
     summaries = ingest(settings, sources, release="test", embeddings=embeddings)
     return {summary.name: summary for summary in summaries}
 
@@ -150,7 +151,7 @@ def test_failed_run_leaves_previous_collection_intact(
     summation = corpus / "reactome" / "pathway2summation.txt"
     text = summation.read_text(encoding="utf-8").replace("\t", "\tCHANGED ", 1)
     summation.write_text(text, encoding="utf-8")
-    sources = locate_sources(corpus, ["reactome"], required=True)
+    sources = locate_files(corpus, ["reactome"], required=True)
     with pytest.raises(RuntimeError, match="went away"):
         ingest(settings, sources, embeddings=_FailingEmbeddings(minilm, 0))
 
@@ -207,12 +208,12 @@ def test_collection_with_unreadable_source_keeps_the_previous_version(
 
 def test_locate_sources_explains_what_is_missing(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="is not a folder"):
-        locate_sources(tmp_path / "nowhere", ["reactome"], required=False)
+        locate_files(tmp_path / "nowhere", ["reactome"], required=False)
     with pytest.raises(InputError, match=r"pathway2summation\.txt"):
-        locate_sources(tmp_path, ["reactome", "userguide"], required=False)
+        locate_files(tmp_path, ["reactome", "userguide"], required=False)
     (tmp_path / "userguide").mkdir()
     (tmp_path / "userguide" / "a.md").write_text("# A\nText.\n", encoding="utf-8")
-    found = locate_sources(tmp_path, ["reactome", "userguide"], required=False)
+    found = locate_files(tmp_path, ["reactome", "userguide"], required=False)
     assert list(found) == ["userguide"]
     with pytest.raises(InputError, match="reactome"):
-        locate_sources(tmp_path, ["reactome", "userguide"], required=True)
+        locate_files(tmp_path, ["reactome", "userguide"], required=True)

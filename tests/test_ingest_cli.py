@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.download import download_release
-from pipelines.loaders._common import sha256_of
+from pipelines.catalog.download import download_release
+from pipelines.catalog.loaders._common import sha256_of
 from tests.support.servers import chroma_server
 
 BIN = Path(sys.executable).parent

@@ -18,7 +18,7 @@ import pytest
 from callbacks.events import CitationEvent, Event, StartEvent
 from callbacks.log import read_log
 from callbacks.replay import comparable
-from pipelines.retriever import EXPANSION
+from pipelines.retrieval.retriever import EXPANSION
 from tests.support.fake_openai import FakeChat, fake_chat
 from tests.support.invariants import check_stream
 from tests.support.servers import serve_command

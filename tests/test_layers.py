@@ -1,15 +1,26 @@
 """The layering rule, enforced on the source, and the pipeline's typed keyword options.
 
-- ``app`` (delivery) may import ``pipelines`` and ``callbacks``;
-- ``callbacks`` and ``pipelines`` never import ``app``;
-- inside ``pipelines`` only the composition root, the ``pipelines.pipeline`` package, imports
-  ``callbacks`` (the rest of ``pipelines`` knows nothing of events or logs).
+The code is grouped in subsystems, each a folder, and a subsystem imports only those below it
+(the README draws the same order):
 
-Every import counts, at module level or inside a function."""
+    app                      the command line, the HTTP backend, the web client
+    pipelines.pipeline       the composition root: joins the pipeline to the events
+    callbacks                the event model, the callback handler, event logs and replay
+    pipelines.answering      prompts, the extractive model, the models each setting chooses
+    pipelines.retrieval      refusal rules, the advice gate, the expander, the retriever
+    pipelines.index          the store, chunk tables, keyword index, embeddings, ingestion
+    pipelines.catalog        the collections' declarations, their loaders and downloads
+    pipelines.citations      numbered sources, the finalizer, live numbering
+    pipelines.core           errors, settings, redaction, identifiers, tags, tokens
+
+``pipelines`` itself (its ``__init__``) is the package's front door: it re-exports names from
+below and nothing inside the project imports it. Every import counts, at module level or
+inside a function."""
 
 from __future__ import annotations
 
 import ast
+import graphlib
 from pathlib import Path
 
 import pytest
@@ -18,7 +29,20 @@ from mypy import api as mypy_api
 from pipelines.pipeline import AnswerPipeline
 
 ROOT = Path(__file__).resolve().parents[1]
-COMPOSITION_ROOT = "pipelines.pipeline"
+# Lowest first: a subsystem may import only subsystems earlier in this list.
+ORDER = (
+    "pipelines.core",
+    "pipelines.citations",
+    "pipelines.catalog",
+    "pipelines.index",
+    "pipelines.retrieval",
+    "pipelines.answering",
+    "callbacks",
+    "pipelines.pipeline",
+    "app",
+)
+FRONT_DOOR = "pipelines"
+PROJECT_TOP = ("pipelines", "callbacks", "app")
 
 
 def module_name(root: Path, path: Path) -> str:
@@ -50,54 +74,115 @@ def _within(module: str, package: str) -> bool:
     return module == package or module.startswith(package + ".")
 
 
+def subsystem_of(module: str) -> str | None:
+    """The subsystem ``module`` belongs to; ``FRONT_DOOR`` for the bare ``pipelines``
+    package (a name imported from it, ``pipelines.X``, counts as the front door too);
+    None outside the project."""
+    for subsystem in ORDER:
+        if _within(module, subsystem):
+            return subsystem
+    if _within(module, FRONT_DOOR):
+        return FRONT_DOOR
+    return None
+
+
+def project_modules(root: Path) -> dict[str, Path]:
+    return {
+        module_name(root, path): path
+        for top in PROJECT_TOP
+        if (root / top).is_dir()
+        for path in sorted((root / top).rglob("*.py"))
+    }
+
+
+def subsystem_edges(root: Path) -> dict[tuple[str, str], list[str]]:
+    """``(importer, imported)`` between different subsystems, with the imports behind each."""
+    edges: dict[tuple[str, str], list[str]] = {}
+    for module, path in project_modules(root).items():
+        here = subsystem_of(module)
+        for imported in sorted(imports_of(root, path)):
+            there = subsystem_of(imported)
+            if there is None or there == here or here is None:
+                continue
+            edges.setdefault((here, there), []).append(f"{module} -> {imported}")
+    return edges
+
+
 def layer_violations(root: Path) -> list[str]:
-    """``module -> imported`` for each import that breaks the rule, under ``root``."""
+    """``module -> imported`` for each import that breaks the order, under ``root``."""
     violations = []
-    for layer in ("pipelines", "callbacks", "app"):
-        for path in sorted((root / layer).rglob("*.py")):
-            module = module_name(root, path)
-            for imported in sorted(imports_of(root, path)):
-                delivery = layer != "app" and _within(imported, "app")
-                events = (
-                    layer == "pipelines"
-                    and not _within(module, COMPOSITION_ROOT)
-                    and _within(imported, "callbacks")
-                )
-                if delivery or events:
-                    violations.append(f"{module} -> {imported}")
+    for (here, there), imports in sorted(subsystem_edges(root).items()):
+        if here == FRONT_DOOR:
+            allowed = there != "app" and there != "callbacks"
+        elif there == FRONT_DOOR:
+            # The front door is for users (app is one); below it, import the subsystem.
+            allowed = here == "app"
+        else:
+            allowed = ORDER.index(there) < ORDER.index(here)
+        if not allowed:
+            violations += imports
     return violations
+
+
+def modules_outside_subsystems(root: Path) -> list[str]:
+    """Modules directly in ``pipelines/`` other than its front door: each belongs in a
+    subsystem's folder."""
+    return [
+        module
+        for module in project_modules(root)
+        if _within(module, FRONT_DOOR)
+        and subsystem_of(module) == FRONT_DOOR
+        and module != FRONT_DOOR
+    ]
 
 
 def test_the_project_keeps_its_layers() -> None:
     assert layer_violations(ROOT) == []
-    # The rule is about real imports: the composition root does import callbacks.
-    root_imports = set().union(
-        *(imports_of(ROOT, path) for path in (ROOT / "pipelines" / "pipeline").glob("*.py"))
-    )
-    assert any(_within(name, "callbacks") for name in root_imports)
+    assert modules_outside_subsystems(ROOT) == []
+    edges = subsystem_edges(ROOT)
+    graph: dict[str, set[str]] = {}
+    for here, there in edges:
+        graph.setdefault(here, set()).add(there)
+    graphlib.TopologicalSorter(graph).prepare()  # raises CycleError on a cycle
+    # The rule is about real imports: the composition root imports callbacks and the
+    # subsystems below, and callbacks imports the citations it numbers.
+    assert ("pipelines.pipeline", "callbacks") in edges
+    assert ("callbacks", "pipelines.citations") in edges
+    assert ("pipelines.retrieval", "pipelines.index") in edges
 
 
 def test_the_check_finds_each_kind_of_violation(tmp_path: Path) -> None:
-    for folder in ("pipelines/pipeline", "callbacks", "app"):
-        (tmp_path / folder).mkdir(parents=True)
-    (tmp_path / "pipelines" / "__init__.py").write_text("")
-    (tmp_path / "pipelines" / "retriever.py").write_text(
-        "def f():\n    from callbacks.events import Event\n"
-    )
-    (tmp_path / "pipelines" / "pipeline" / "__init__.py").write_text(
-        "from callbacks.handler import AnswerEventHandler\n"
-    )
-    (tmp_path / "pipelines" / "pipeline" / "_logs.py").write_text("from ..settings import S\n")
-    (tmp_path / "callbacks" / "log.py").write_text("import app.cli\n")
-    (tmp_path / "pipelines" / "store.py").write_text("from app import server\n")
-    (tmp_path / "app" / "cli.py").write_text("from callbacks import events\nimport pipelines\n")
+    files = {
+        # a lower subsystem importing a higher one, inside a function
+        "pipelines/retrieval/retriever.py": "def f():\n    from callbacks.events import Event\n",
+        # allowed: the composition root imports callbacks; a relative import of its own
+        "pipelines/pipeline/__init__.py": "from callbacks.handler import AnswerEventHandler\n",
+        "pipelines/pipeline/_logs.py": "from ..core.settings import S\nfrom . import _sync\n",
+        # anything below app importing app
+        "callbacks/log.py": "import app.cli\n",
+        # a cycle between peers: the index reads the catalog, so the catalog may not read it
+        "pipelines/index/store.py": "from pipelines.catalog import Catalog\n",
+        "pipelines/catalog/catalog.py": "from ..index import store\n",
+        # the front door, imported from inside
+        "pipelines/answering/prompts.py": "from pipelines import Settings\n",
+        # a module left directly in pipelines/
+        "pipelines/helpers.py": "",
+        "pipelines/__init__.py": "from pipelines.core.errors import InputError\n",
+        "app/cli.py": "from callbacks import events\nimport pipelines\n",
+    }
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
     assert layer_violations(tmp_path) == [
-        "pipelines.retriever -> callbacks.events",
-        "pipelines.retriever -> callbacks.events.Event",
-        "pipelines.store -> app",
-        "pipelines.store -> app.server",
         "callbacks.log -> app.cli",
+        "pipelines.answering.prompts -> pipelines",
+        "pipelines.answering.prompts -> pipelines.Settings",
+        "pipelines.catalog.catalog -> pipelines.index",
+        "pipelines.catalog.catalog -> pipelines.index.store",
+        "pipelines.retrieval.retriever -> callbacks.events",
+        "pipelines.retrieval.retriever -> callbacks.events.Event",
     ]
+    assert modules_outside_subsystems(tmp_path) == ["pipelines.helpers"]
 
 
 # --- typed keyword options ------------------------------------------------------------------

@@ -35,17 +35,26 @@ from app._links import sources_markdown
 from app._openai_api import ChatRequest
 from app._sources_text import ModelSources, without_model_sources, without_our_sources
 from callbacks.events import Reference, TokenData
-from pipelines.advice import AdviceExample, AdviceGate
-from pipelines.citations import cited_numbers, finalize_citations, strip_out_of_range_markers
-from pipelines.expander import parse_expansion, rule_expansion
-from pipelines.extractive import ExtractiveChatModel
-from pipelines.live_citations import LiveCitations
-from pipelines.normalize import normalize_question
-from pipelines.prompts import answer_messages
-from pipelines.questions import rule_refusal
-from pipelines.redaction import redact_secrets
-from pipelines.sentences import is_fragment, points_back, split_paragraphs, strip_literature
-from pipelines.sources import Source
+from pipelines.answering.extractive import ExtractiveChatModel
+from pipelines.answering.prompts import answer_messages
+from pipelines.answering.sentences import (
+    is_fragment,
+    points_back,
+    split_paragraphs,
+    strip_literature,
+)
+from pipelines.citations.finalize import (
+    cited_numbers,
+    finalize_citations,
+    strip_out_of_range_markers,
+)
+from pipelines.citations.live import LiveCitations
+from pipelines.citations.sources import Source
+from pipelines.core.normalize import normalize_question
+from pipelines.core.redaction import redact_secrets
+from pipelines.retrieval.advice import AdviceExample, AdviceGate
+from pipelines.retrieval.expander import parse_expansion, rule_expansion
+from pipelines.retrieval.refusal_rules import rule_refusal
 
 GROWTH = 8
 # 8x the input may cost at most 4x more than linear work would: quadratic work costs 64x.

@@ -10,8 +10,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pipelines.citations import cited_numbers, finalize_citations, strip_out_of_range_markers
-from pipelines.live_citations import LiveCitations
+from pipelines.citations.finalize import (
+    cited_numbers,
+    finalize_citations,
+    strip_out_of_range_markers,
+)
+from pipelines.citations.live import LiveCitations
 from tests.support.markup import ANY_MARKUP, MARKDOWN_PIECES
 from tests.test_citations_properties import answers, render
 from tests.test_citations_table import FINALIZE_TABLE, SOURCES, STRIP_TABLE

@@ -29,9 +29,9 @@ from callbacks.events import (
 )
 from callbacks.log import list_log_files, read_log
 from callbacks.replay import replay_diff
-from pipelines.citations import finalize_citations, strip_out_of_range_markers
+from pipelines.citations.finalize import finalize_citations, strip_out_of_range_markers
+from pipelines.core.settings import load_settings
 from pipelines.pipeline import AnswerPipeline
-from pipelines.settings import load_settings
 from tests.support.cli import cli
 from tests.support.fake_pipeline import ABCA1, CDK5, GUIDE, VARIANT, FakeRetriever, make_pipeline
 from tests.support.fakes import ScriptedStream

@@ -9,9 +9,9 @@ import pytest
 from langchain_core.embeddings import Embeddings
 
 from callbacks.events import CitationEvent, ErrorEvent, TokenEvent
+from pipelines.answering.providers import default_gguf
+from pipelines.core.settings import load_settings
 from pipelines.pipeline import AnswerPipeline
-from pipelines.providers import default_gguf
-from pipelines.settings import load_settings
 from tests.support.invariants import check_stream
 
 pytest.importorskip("llama_cpp", reason="the llamacpp extra is not installed")

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.loaders import LoadResult, load_reactome, load_userguide, load_variants
-from pipelines.loaders.variants import REQUIRED_COLUMNS
+from pipelines.catalog.loaders import LoadResult, load_reactome, load_userguide, load_variants
+from pipelines.catalog.loaders.variants import REQUIRED_COLUMNS
 
 ABCA1 = "R-HSA-5682113\tDefective ABCA1 causes TGD\tABCA1 moves cholesterol out of cells."
 CDK5 = "R-HSA-8862803\tDeregulated CDK5 in Alzheimer's disease\tp25 keeps CDK5 switched on."

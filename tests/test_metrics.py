@@ -14,9 +14,9 @@ from langchain_core.tracers.schemas import Run
 from prometheus_client.parser import text_string_to_metric_families
 
 from callbacks.events import TokenEvent
+from pipelines.core.settings import load_settings
+from pipelines.core.tags import ANSWER_TAG, EXPANDER_TAG, RETRIEVAL_TAG
 from pipelines.pipeline import AnswerPipeline
-from pipelines.settings import load_settings
-from pipelines.tags import ANSWER_TAG, EXPANDER_TAG, RETRIEVAL_TAG
 from tests.support.servers import Served, serve_command
 from tests.support.sse import parse_sse
 

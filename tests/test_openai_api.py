@@ -18,7 +18,7 @@ from langchain_openai import ChatOpenAI
 from app._links import reference_link, sources_markdown
 from callbacks.events import Reference
 from callbacks.log import read_log
-from pipelines.retriever import EXPANSION
+from pipelines.retrieval.retriever import EXPANSION
 from tests.support.fake_openai import FORGED_SITE, fake_chat
 from tests.support.servers import Served, serve_command
 

@@ -14,10 +14,10 @@ import pytest
 from langchain_core.embeddings import Embeddings
 
 from callbacks.events import TokenEvent
-from pipelines.errors import ConfigurationError
+from pipelines.answering.providers import make_models
+from pipelines.core.errors import ConfigurationError
+from pipelines.core.settings import load_settings
 from pipelines.pipeline import AnswerPipeline
-from pipelines.providers import make_models
-from pipelines.settings import load_settings
 from tests.support.invariants import check_stream
 
 EXPANSION = {"question": "What causes Tangier disease?", "queries": ["ABCA1 Tangier"],

@@ -17,14 +17,15 @@ import pytest
 from langchain_core.embeddings import Embeddings
 
 from callbacks.events import CitationEvent, DoneEvent, ErrorEvent, Event, parse_event
-from pipelines import store
-from pipelines.definitions import COLLECTION_NAMES
-from pipelines.errors import InputError
-from pipelines.expander import rule_expansion
-from pipelines.ingest import ingest, locate_sources, sample_dir
+from pipelines.catalog import bundled_dir
+from pipelines.catalog.catalog import COLLECTION_NAMES
+from pipelines.core.errors import InputError
+from pipelines.core.settings import load_settings
+from pipelines.index import store
+from pipelines.index.ingest import ingest, locate_files
 from pipelines.pipeline import AnswerPipeline
-from pipelines.retriever import RANKINGS, Ranking, ReactomeRetriever
-from pipelines.settings import load_settings
+from pipelines.retrieval.expander import rule_expansion
+from pipelines.retrieval.retriever import RANKINGS, Ranking, ReactomeRetriever
 from tests.support.invariants import check_stream
 from tests.support.waiting import wait_until
 
@@ -172,7 +173,7 @@ def test_every_logged_real_answer_replays_identically(
 ) -> None:
     from callbacks.log import read_log
     from callbacks.replay import replay_diff
-    from pipelines import store
+    from pipelines.index import store
 
     pipeline = AnswerPipeline(load_settings(home=sample_home), embeddings=minilm)
     questions = [
@@ -227,14 +228,14 @@ def test_a_new_ingest_under_a_running_retriever(tmp_path: Path, minilm: Embeddin
     # The retriever remembers each collection's live version for a few seconds; an ingest
     # that replaces it (and deletes the old one) in that time must not fail a question.
     corpus = tmp_path / "corpus"
-    shutil.copytree(sample_dir(), corpus)
+    shutil.copytree(bundled_dir(), corpus)
     settings = load_settings(home=tmp_path / "home", event_logs=False)
-    ingest(settings, locate_sources(corpus, COLLECTION_NAMES, required=True), embeddings=minilm)
+    ingest(settings, locate_files(corpus, COLLECTION_NAMES, required=True), embeddings=minilm)
     pipeline = AnswerPipeline(settings, embeddings=minilm)
     before = pipeline.invoke("What causes Tangier disease?")
     summary = corpus / "reactome" / "pathway2summation.txt"
     summary.write_text(summary.read_text(encoding="utf-8").replace("Tangier", "Tangier (TD)"))
-    ingest(settings, locate_sources(corpus, COLLECTION_NAMES, required=True), embeddings=minilm)
+    ingest(settings, locate_files(corpus, COLLECTION_NAMES, required=True), embeddings=minilm)
     after = pipeline.invoke("What causes Tangier disease?")
     assert after["state"] == before["state"] == "answered"
     assert "R-HSA-5682113" in [r.get("st_id") for r in after["references"]]
@@ -262,9 +263,9 @@ def test_a_search_pinned_to_a_replaced_version_keeps_none_of_its_files(
     # holds none of its files (it used to keep its chunk table open until the next ingest:
     # 2 more open files per straggling collection, seen by `serve` under load).
     corpus = tmp_path / "corpus"
-    shutil.copytree(sample_dir(), corpus)
+    shutil.copytree(bundled_dir(), corpus)
     settings = load_settings(home=tmp_path / "home", event_logs=False)
-    ingest(settings, locate_sources(corpus, COLLECTION_NAMES, required=True), embeddings=minilm)
+    ingest(settings, locate_files(corpus, COLLECTION_NAMES, required=True), embeddings=minilm)
     pipeline = AnswerPipeline(settings, embeddings=minilm)
     retriever = pipeline.own_retriever
     assert retriever is not None
@@ -272,7 +273,7 @@ def test_a_search_pinned_to_a_replaced_version_keeps_none_of_its_files(
 
     summary = corpus / "reactome" / "pathway2summation.txt"
     summary.write_text(summary.read_text(encoding="utf-8").replace("Tangier", "Tangier (TD)"))
-    ingest(settings, locate_sources(corpus, COLLECTION_NAMES, required=True), embeddings=minilm)
+    ingest(settings, locate_files(corpus, COLLECTION_NAMES, required=True), embeddings=minilm)
     # The retriever looks the live version up every few seconds: once it has seen the new
     # one, the next search reopens the store and lets go of what it held.
     wait_until(

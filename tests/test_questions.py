@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pipelines.questions import refusal_for
+from pipelines.retrieval.refusal_rules import refusal_for
 from tests.benchmarks._common import load_questions
 
 PERSONAL_CARE = [

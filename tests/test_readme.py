@@ -24,7 +24,7 @@ import pytest
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
-from pipelines.citations import finalize_citations, strip_out_of_range_markers
+from pipelines.citations.finalize import finalize_citations, strip_out_of_range_markers
 
 ROOT = Path(__file__).parents[1]
 README_PATH = ROOT / "README.md"
@@ -127,7 +127,7 @@ def settings_rows() -> list[list[str]]:
 
 
 def test_every_setting_is_in_the_settings_table() -> None:
-    from pipelines.settings import Settings, env_var_for
+    from pipelines.core.settings import Settings, env_var_for
 
     listed = {name for row in settings_rows() for name in re.findall(r"`([A-Z_]+)`", row[0])}
     missing = {env_var_for(field) for field in Settings.model_fields} - listed
@@ -137,7 +137,7 @@ def test_every_setting_is_in_the_settings_table() -> None:
 
 
 def test_the_settings_table_gives_the_real_defaults() -> None:
-    from pipelines.settings import Settings, env_var_for
+    from pipelines.core.settings import Settings, env_var_for
 
     field_for = {env_var_for(field): field for field in Settings.model_fields}
     checked = 0
@@ -166,7 +166,7 @@ def test_the_settings_table_gives_the_real_defaults() -> None:
 
 
 def test_every_variable_the_documents_name_exists() -> None:
-    from pipelines.settings import ENV_PREFIX, Settings, env_var_for
+    from pipelines.core.settings import ENV_PREFIX, Settings, env_var_for
 
     known = {env_var_for(field) for field in Settings.model_fields}
     known |= {f"{ENV_PREFIX}{field.upper()}" for field in Settings.model_fields}

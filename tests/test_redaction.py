@@ -8,7 +8,7 @@ import httpx
 import pytest
 
 from callbacks.events import DoneEvent, StartEvent
-from pipelines.redaction import one_line, redact_secrets
+from pipelines.core.redaction import one_line, redact_secrets
 from tests.support.servers import serve_command
 from tests.support.sse import parse_sse
 

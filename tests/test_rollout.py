@@ -21,9 +21,10 @@ import httpx
 from langchain_core.embeddings import Embeddings
 
 from callbacks.log import read_log
-from pipelines.ingest import ingest, locate_sources, sample_dir
-from pipelines.settings import load_settings
-from pipelines.store import COLLECTION_NAMES
+from pipelines.catalog import bundled_dir
+from pipelines.core.settings import load_settings
+from pipelines.index.ingest import ingest, locate_files
+from pipelines.index.store import COLLECTION_NAMES
 from tests.support.fake_openai import fake_chat
 from tests.support.invariants import check_stream
 from tests.support.servers import chroma_server, serve_command
@@ -52,7 +53,7 @@ REQUEST_TIMEOUT_S = 60
 
 def _changed_release(folder: Path) -> Path:
     release = folder / "release-b"
-    shutil.copytree(sample_dir() / "reactome", release / "reactome")
+    shutil.copytree(bundled_dir() / "reactome", release / "reactome")
     summaries = release / "reactome" / "pathway2summation.txt"
     lines = summaries.read_text(encoding="utf-8").splitlines()
     summaries.write_text("".join(f"{line}{CHANGED}\n" for line in lines), encoding="utf-8")
@@ -133,7 +134,7 @@ def test_a_release_swapped_in_under_load(tmp_path: Path, minilm: Embeddings) -> 
         settings = load_settings(home=ingesting_home, chroma_host="127.0.0.1", chroma_port=port)
         ingest(
             settings,
-            locate_sources(sample_dir(), COLLECTION_NAMES, required=True),
+            locate_files(bundled_dir(), COLLECTION_NAMES, required=True),
             embeddings=minilm,
         )
         (old_version,) = _reactome_versions(port)

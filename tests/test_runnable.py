@@ -13,9 +13,9 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
 from langgraph.graph import END, START, StateGraph
 
-from pipelines.errors import InputError
+from pipelines.core.errors import InputError
+from pipelines.core.settings import load_settings
 from pipelines.pipeline import AnswerPipeline
-from pipelines.settings import load_settings
 
 QUESTION = "What causes Tangier disease?"
 

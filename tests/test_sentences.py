@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pipelines.sentences import (
+from pipelines.answering.sentences import (
     is_fragment,
     points_back,
     split_paragraphs,

@@ -18,8 +18,8 @@ from langchain_core.runnables import RunnableLambda
 from app.server import create_app
 from callbacks.events import ErrorEvent, Event, parse_event
 from callbacks.log import read_log
+from pipelines.core.settings import load_settings
 from pipelines.pipeline import AnswerPipeline
-from pipelines.settings import load_settings
 from tests.support.fakes import ScriptedStream
 from tests.support.invariants import check_stream
 from tests.support.servers import serve, serve_command

@@ -22,8 +22,8 @@ from app._access import RateLimiter
 from app.server import create_app
 from callbacks.events import ErrorEvent
 from callbacks.log import LogContents, list_log_files, read_log
+from pipelines.core.settings import load_settings
 from pipelines.pipeline import AnswerPipeline
-from pipelines.settings import load_settings
 from tests.support.fake_openai import FakeChat, fake_chat
 from tests.support.servers import Served, serve, serve_command
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.errors import ConfigurationError, ReactomeAnswersError
-from pipelines.settings import Settings, default_home, env_var_for, load_settings
+from pipelines.core.errors import ConfigurationError, ReactomeAnswersError
+from pipelines.core.settings import Settings, default_home, env_var_for, load_settings
 
 
 def test_tests_never_touch_the_users_home(isolated_home: Path) -> None:

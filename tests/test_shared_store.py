@@ -11,10 +11,11 @@ import httpx
 import pytest
 from langchain_core.embeddings import Embeddings
 
-from pipelines.ingest import ingest, locate_sources, sample_dir
+from pipelines.catalog import bundled_dir
+from pipelines.core.settings import load_settings
+from pipelines.index.ingest import ingest, locate_files
+from pipelines.index.store import COLLECTION_NAMES
 from pipelines.pipeline import AnswerPipeline
-from pipelines.settings import load_settings
-from pipelines.store import COLLECTION_NAMES
 from tests.support.servers import chroma_server, serve_command
 
 # Each of these ranks differently by vectors alone than with the keyword index (checked when
@@ -38,7 +39,7 @@ def shared_store(
     with chroma_server(folder / "chroma-server") as port:
         home = folder / "ingesting-home"
         settings = load_settings(home=home, chroma_host="127.0.0.1", chroma_port=port)
-        sources = locate_sources(sample_dir(), COLLECTION_NAMES, required=True)
+        sources = locate_files(bundled_dir(), COLLECTION_NAMES, required=True)
         ingest(settings, sources, embeddings=minilm)
         yield port, home
 

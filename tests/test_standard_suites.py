@@ -12,13 +12,14 @@ from langchain_core.retrievers import BaseRetriever
 from langchain_tests.integration_tests import RetrieversIntegrationTests
 from langchain_tests.unit_tests import ChatModelUnitTests
 
-from pipelines.embeddings import MiniLMEmbeddings
-from pipelines.expander import RuleExpanderModel
-from pipelines.extractive import ExtractiveChatModel
-from pipelines.ingest import ingest, locate_sources, sample_dir
-from pipelines.retriever import ReactomeRetriever
-from pipelines.settings import load_settings
-from pipelines.store import COLLECTION_NAMES, open_client
+from pipelines.answering.extractive import ExtractiveChatModel
+from pipelines.catalog import bundled_dir
+from pipelines.core.settings import load_settings
+from pipelines.index.embeddings import MiniLMEmbeddings
+from pipelines.index.ingest import ingest, locate_files
+from pipelines.index.store import COLLECTION_NAMES, open_client
+from pipelines.retrieval.expander import RuleExpanderModel
+from pipelines.retrieval.retriever import ReactomeRetriever
 
 
 @cache
@@ -27,7 +28,7 @@ def _sample_store() -> dict[str, Any]:
     home = Path(tempfile.mkdtemp(prefix="reactome-answers-suite-"))
     settings = load_settings(home=home)
     embeddings = MiniLMEmbeddings(model_cache=settings.model_cache_path)
-    sources = locate_sources(sample_dir(), COLLECTION_NAMES, required=True)
+    sources = locate_files(bundled_dir(), COLLECTION_NAMES, required=True)
     ingest(settings, sources, embeddings=embeddings)
     return {
         "settings": settings,

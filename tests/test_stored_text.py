@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 import pytest
 
-from pipelines.tokens import count_tokens
+from pipelines.core.tokens import count_tokens
 from tests.support.cli import cli
 from tests.support.servers import serve_command
 

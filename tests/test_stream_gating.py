@@ -21,8 +21,8 @@ from langchain_core.outputs import ChatGenerationChunk
 from langchain_core.runnables import RunnableLambda
 
 from callbacks.events import CitationEvent, DoneEvent, ErrorEvent, Event, TokenData, TokenEvent
+from pipelines.core.settings import load_settings
 from pipelines.pipeline import NOTHING_FOUND, AnswerPipeline
-from pipelines.settings import load_settings
 from tests.support.fake_pipeline import ABCA1, CDK5, GUIDE, VARIANT, FakeRetriever, make_pipeline
 from tests.support.invariants import check_stream
 

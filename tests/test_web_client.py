@@ -28,8 +28,8 @@ from callbacks.events import (
     ReferenceEvent,
     parse_event,
 )
+from pipelines.core.settings import load_settings
 from pipelines.pipeline import AnswerPipeline
-from pipelines.settings import load_settings
 from tests.support.fake_pipeline import ABCA1, CDK5, make_pipeline
 from tests.support.fakes import ScriptedStream
 from tests.support.forged import FORGED_QUESTION, build_forged_home

@@ -1,6 +1,6 @@
 """The web client's own logic, run in Node against the Python it must agree with.
 
-The client links exactly the markers the finalizer renumbers (``pipelines.citations``),
+The client links exactly the markers the finalizer renumbers (``pipelines.citations.finalize``),
 reads any valid SSE byte stream however it is cut into chunks, and shows of an answer what
 the stream means: with live citations, text that only grows and Sources that grow with the
 references; without, the retrieved list until done swaps in the final pair. All are checked
@@ -24,9 +24,9 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from callbacks.events import DoneEvent, Event, to_jsonl
-from pipelines.citations import _clusters, _code_spans
+from pipelines.citations.finalize import _clusters, _code_spans
+from pipelines.core.settings import load_settings
 from pipelines.pipeline import AnswerPipeline
-from pipelines.settings import load_settings
 from tests import test_citations_table
 from tests.support.fake_pipeline import ABCA1, CDK5, VARIANT, FakeRetriever
 from tests.support.fakes import ScriptedStream

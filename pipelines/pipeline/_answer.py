@@ -18,26 +18,26 @@ from langchain_core.runnables import Runnable, RunnableConfig
 from callbacks.events import DoneData, DoneEvent, Event, TokenEvent
 from callbacks.handler import AnswerEventHandler
 from callbacks.log import EventLog
+from pipelines.catalog.catalog import catalog_for, load_catalog
+from pipelines.core.errors import PersonalAdviceError, ReactomeAnswersError, StoreUnavailableError
+from pipelines.core.normalize import normalize_question
+from pipelines.core.redaction import one_line, redact_also, redact_secrets, warn_not_done
+from pipelines.core.settings import Settings, load_settings
 
 # Imported here, before any request starts a worker thread: a log opened in one thread and a
 # search in another would otherwise import chromadb (and numpy) at the same time, and a
 # package imported from two threads at once can be seen half initialized.
-from pipelines import store
-from pipelines.advice import AdviceGate
-from pipelines.definitions import catalog_for, load_catalog
-from pipelines.errors import PersonalAdviceError, ReactomeAnswersError, StoreUnavailableError
-from pipelines.normalize import normalize_question
+from pipelines.index import store
 from pipelines.pipeline._chain import answer_chain, tagged_retriever
 from pipelines.pipeline._logs import RequestLogs
 from pipelines.pipeline._result import answer_result
 from pipelines.pipeline._runnable import PipelineRunnable
 from pipelines.pipeline._sync import SyncRunner
-from pipelines.questions import ADVICE_REFUSAL, Refusal, rule_refusal
-from pipelines.redaction import one_line, redact_also, redact_secrets, warn_not_done
-from pipelines.settings import Settings, load_settings
+from pipelines.retrieval.advice import AdviceGate
+from pipelines.retrieval.refusal_rules import ADVICE_REFUSAL, Refusal, rule_refusal
 
 if TYPE_CHECKING:
-    from pipelines.retriever import ReactomeRetriever
+    from pipelines.retrieval.retriever import ReactomeRetriever
 
 __all__ = ["NOTHING_FOUND", "REFUSAL_EVENT", "AnswerObserver", "AnswerPipeline", "History"]
 
@@ -113,7 +113,7 @@ class AnswerPipeline:
     @cached_property
     def embeddings(self) -> Embeddings:
         if self._embeddings is None:
-            from pipelines.embeddings import make_embeddings
+            from pipelines.index.embeddings import make_embeddings
 
             self._embeddings = make_embeddings(self.settings)
         return self._embeddings
@@ -122,7 +122,7 @@ class AnswerPipeline:
     def models(self) -> tuple[BaseChatModel, BaseChatModel]:
         if self._answer_model is not None and self._expander_model is not None:
             return self._answer_model, self._expander_model
-        from pipelines.providers import make_models
+        from pipelines.answering.providers import make_models
 
         answer, expander = make_models(self.settings, self.embeddings)
         return self._answer_model or answer, self._expander_model or expander
@@ -132,7 +132,7 @@ class AnswerPipeline:
         """The retriever built from the settings; None when one was given from outside."""
         if self._retriever is not None:
             return None
-        from pipelines.retriever import ReactomeRetriever
+        from pipelines.retrieval.retriever import ReactomeRetriever
 
         return ReactomeRetriever(
             settings=self.settings,
@@ -184,7 +184,7 @@ class AnswerPipeline:
 
     def remove_retired_versions(self) -> None:
         """Remove the versions an ingest retired once no request can still read them
-        (:func:`pipelines.store.remove_retired_versions`); ``serve`` calls this every few
+        (:func:`pipelines.index.store.remove_retired_versions`); ``serve`` calls this every few
         seconds off its event loop, so they go even when no further ingest runs. Never raises:
         housekeeping must not fail a server, and a store that is down is reported by the
         answers and ``/healthz`` already."""
@@ -217,9 +217,9 @@ class AnswerPipeline:
 
     @cached_property
     def advice_gate(self) -> AdviceGate | None:
-        """The personal-advice gate over this pipeline's embeddings (:mod:`pipelines.advice`);
-        None for a pipeline built around an outside retriever without embeddings of its own,
-        which then has the rules alone."""
+        """The personal-advice gate over this pipeline's embeddings
+        (:mod:`pipelines.retrieval.advice`); None for a pipeline built around an outside
+        retriever without embeddings of its own, which then has the rules alone."""
         if self._retriever is not None and self._embeddings is None:
             return None
         return AdviceGate(self.embeddings, catalog=catalog_for(self.settings))

@@ -19,11 +19,11 @@ from langchain_core.messages import BaseMessage
 from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import Runnable, RunnableConfig
 
-from pipelines.errors import ModelError, ReactomeAnswersError
-from pipelines.prompts import answer_messages
-from pipelines.redaction import one_line
-from pipelines.sources import number_sources
-from pipelines.tags import ANSWER_TAG, RETRIEVAL_TAG
+from pipelines.answering.prompts import answer_messages
+from pipelines.citations.sources import number_sources
+from pipelines.core.errors import ModelError, ReactomeAnswersError
+from pipelines.core.redaction import one_line
+from pipelines.core.tags import ANSWER_TAG, RETRIEVAL_TAG
 
 __all__ = ["answer_chain", "tagged_retriever"]
 

@@ -11,8 +11,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from callbacks.log import EventLog, log_file_name, prune_configured_logs
-from pipelines.redaction import warn_not_done
-from pipelines.settings import Settings
+from pipelines.core.redaction import warn_not_done
+from pipelines.core.settings import Settings
 
 __all__ = ["RequestLogs"]
 

@@ -20,7 +20,7 @@ from langchain_core.callbacks.manager import adispatch_custom_event, dispatch_cu
 from langchain_core.runnables import Runnable, RunnableConfig
 
 from callbacks.events import Event
-from pipelines.errors import InputError
+from pipelines.core.errors import InputError
 from pipelines.pipeline._result import answer_result
 
 if TYPE_CHECKING:

@@ -14,10 +14,10 @@ from typing import Any
 import yaml
 from langchain_core.embeddings import Embeddings
 
-from pipelines import store
-from pipelines.definitions import catalog_from_path
-from pipelines.ingest import CollectionSources, ingest, locate_sources
-from pipelines.settings import Settings, load_settings
+from pipelines.catalog.catalog import catalog_from_path
+from pipelines.core.settings import Settings, load_settings
+from pipelines.index import store
+from pipelines.index.ingest import CollectionFiles, ingest, locate_files
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_DATA = HERE.parents[2] / "shared" / "data"
@@ -30,16 +30,14 @@ CATALOG = catalog_from_path(COLLECTIONS_PATH)
 RESULTS = HERE / "results"
 
 
-def corpus_sources(data: Path, *, with_reactions: bool) -> dict[str, CollectionSources]:
+def corpus_sources(data: Path, *, with_reactions: bool) -> dict[str, CollectionFiles]:
     if not (data / "reactome").is_dir():
         raise SystemExit(f"no release files at {data}; pass --data DIR (../shared/data)")
     if with_reactions and not (data / "extra" / "reaction_summations.tsv").is_file():
         raise SystemExit(f"no extra/reaction_summations.tsv under {data}; pass --data DIR")
-    sources = locate_sources(data, store.COLLECTION_NAMES, required=True)
+    sources = locate_files(data, store.COLLECTION_NAMES, required=True)
     if with_reactions:
-        sources.update(
-            locate_sources(data / "extra", ["reactions"], required=True, catalog=CATALOG)
-        )
+        sources.update(locate_files(data / "extra", ["reactions"], required=True, catalog=CATALOG))
     return sources
 
 

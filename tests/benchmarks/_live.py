@@ -23,8 +23,8 @@ from langchain_core.language_models import BaseChatModel, FakeListChatModel
 
 from callbacks.events import DoneEvent
 from callbacks.handler import ANSWER_TAG, RETRIEVAL_TAG, AnswerEventHandler
+from pipelines.core.settings import Settings
 from pipelines.pipeline import AnswerPipeline
-from pipelines.settings import Settings
 from tests.benchmarks._common import percentile
 from tests.support.fake_pipeline import FakeRetriever
 from tests.support.fakes import ScriptedStream

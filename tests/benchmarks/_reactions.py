@@ -7,8 +7,8 @@ import csv
 import re
 from pathlib import Path
 
-from pipelines.loaders import LoadResult, SourceDocument
-from pipelines.loaders._common import sha256_of
+from pipelines.catalog.loaders import LoadedDocument, LoadResult
+from pipelines.catalog.loaders._common import sha256_of
 
 # A copy's stable id is the original's number plus this times the copy's number: larger than
 # any Reactome id, so a copy can never be mistaken for a real entity, and reversible.
@@ -49,7 +49,7 @@ def _replicated(reactions: Path, times: int) -> LoadResult:
         for number, row in enumerate(rows, start=2):
             st_id = _copy_id(row["stId"], copy)
             result.documents.append(
-                SourceDocument(
+                LoadedDocument(
                     key=st_id,
                     title=f"Reaction {st_id} in {row['pathway_stId']}",
                     text=row["summation"],

@@ -1,7 +1,7 @@
 """The two retrieval stacks the benchmark compares, built over the same Chroma collections.
 
-- ours: :class:`pipelines.retriever.ReactomeRetriever` (one batched embedding of all queries,
-  one Chroma query and one BM25 search per query per collection, fused, re-ranked);
+- ours: :class:`pipelines.retrieval.retriever.ReactomeRetriever` (one batched embedding of
+  all queries, one Chroma query and one BM25 search per query per collection, fused, re-ranked);
 - classic: what people build with LangChain today, ``MultiQueryRetriever`` over a
   ``MergerRetriever`` of one ``EnsembleRetriever(BM25Retriever, Chroma retriever)`` per
   collection, from ``langchain_classic``.
@@ -24,11 +24,11 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.messages import BaseMessage
 from langchain_core.retrievers import BaseRetriever
 
-from pipelines import store
-from pipelines._chat import ComposedChatModel
-from pipelines.expander import _read_expander_prompt
-from pipelines.retriever import ReactomeRetriever
-from pipelines.settings import Settings
+from pipelines.core.composed_chat import ComposedChatModel
+from pipelines.core.settings import Settings
+from pipelines.index import store
+from pipelines.retrieval.expander import _read_expander_prompt
+from pipelines.retrieval.retriever import ReactomeRetriever
 
 ALTERNATIVES = 4
 _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]*")

@@ -7,8 +7,9 @@ gate fitted on all the others (leave-one-out, the gate alone); ``test`` and ``he
 tests/benchmarks/advice_questions.yaml, asked as a request asks them (the rules, then the
 gate, on the default embedding model). For each split: advice questions refused and answered,
 must-answer questions refused and answered, and how many of the gate's scores fall within
-:data:`pipelines.advice.MARGIN` of their decision boundary (where another CPU's rounding could
-flip the decision; the shipped examples and test questions must have none, tests/test_advice.py).
+:data:`pipelines.retrieval.advice.MARGIN` of their decision boundary (where another CPU's
+rounding could flip the decision; the shipped examples and test questions must have none,
+tests/test_advice.py).
 
 ``--misses`` lists the dev and held_out questions on the wrong side, for reading only: nothing
 may be tuned on held_out, and the test split's misses are never listed.
@@ -26,11 +27,11 @@ import argparse
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from pipelines.advice import MARGIN, AdviceGate, leave_one_out, load_examples
-from pipelines.definitions import catalog_for
-from pipelines.embeddings import MiniLMEmbeddings
+from pipelines.catalog.catalog import catalog_for
+from pipelines.core.settings import load_settings
+from pipelines.index.embeddings import MiniLMEmbeddings
 from pipelines.pipeline import AnswerPipeline
-from pipelines.settings import load_settings
+from pipelines.retrieval.advice import MARGIN, AdviceGate, leave_one_out, load_examples
 from tests.benchmarks._common import ADVICE_QUESTIONS, cache_home, load_questions, table
 
 COLUMNS = [

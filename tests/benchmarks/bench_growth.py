@@ -24,13 +24,13 @@ from typing import Any
 import numpy as np
 from langchain_core.embeddings import Embeddings
 
-from pipelines import store
-from pipelines.chunk_table import ChunkTable
-from pipelines.definitions import catalog_for
-from pipelines.embeddings import MiniLMEmbeddings
-from pipelines.ingest import chunk_documents, ingest, locate_sources
-from pipelines.keyword_index import KeywordIndex
-from pipelines.settings import Settings, load_settings
+from pipelines.catalog.catalog import catalog_for
+from pipelines.core.settings import Settings, load_settings
+from pipelines.index import store
+from pipelines.index.chunk_table import ChunkTable
+from pipelines.index.embeddings import MiniLMEmbeddings
+from pipelines.index.ingest import chunk_documents, ingest, locate_files
+from pipelines.index.keyword_index import KeywordIndex
 from tests.benchmarks._common import (
     COLLECTIONS_PATH,
     DEFAULT_DATA,
@@ -95,7 +95,7 @@ def prepare(data: Path, home: Path, embeddings: Embeddings) -> Settings:
     settings = growth_settings(home)
     grown = {SIZES[3], SIZES[10]}
     extra = data / "extra"
-    sources = locate_sources(extra, sorted(grown), required=True, catalog=catalog_for(settings))
+    sources = locate_files(extra, sorted(grown), required=True, catalog=catalog_for(settings))
     originals = _reaction_vectors(settings, extra / "reaction_summations.tsv")
     known = _KnownVectors(originals, embeddings)
     for summary in ingest(settings, sources, embeddings=known, release="bench", progress=True):

@@ -40,12 +40,12 @@ from langchain_core.retrievers import BaseRetriever
 
 from callbacks.events import TokenEvent
 from callbacks.handler import RETRIEVAL_TAG, AnswerEventHandler
-from pipelines.citations import finalize_citations, strip_out_of_range_markers
-from pipelines.embeddings import MiniLMEmbeddings
-from pipelines.ingest import sample_dir
+from pipelines.catalog import bundled_dir
+from pipelines.citations.finalize import finalize_citations, strip_out_of_range_markers
+from pipelines.core.settings import Settings
+from pipelines.index.embeddings import MiniLMEmbeddings
+from pipelines.index.store import COLLECTION_NAMES, open_client
 from pipelines.pipeline import AnswerPipeline
-from pipelines.settings import Settings
-from pipelines.store import COLLECTION_NAMES, open_client
 from tests.benchmarks import _live, _stacks
 from tests.benchmarks._common import (
     DEFAULT_DATA,
@@ -274,7 +274,7 @@ def main(argv: list[str] | None = None) -> int:
     embeddings = MiniLMEmbeddings(model_cache=cache_home("models"))
     # The quick run measures the bundled sample (seconds to ingest on a fresh machine); the
     # full run all of ../shared/data plus the reaction summaries.
-    data = sample_dir() if quick else args.data
+    data = bundled_dir() if quick else args.data
     settings = prepared_home(data, home, embeddings, with_reactions=not quick)
     labeled = load_questions()[: 15 if quick else None]
     questions = [q["question"] for q in labeled]

@@ -43,8 +43,8 @@ def _fake_app() -> Any:
     from langchain_core.runnables import RunnableLambda
 
     from app.server import create_app
+    from pipelines.core.settings import load_settings
     from pipelines.pipeline import AnswerPipeline
-    from pipelines.settings import load_settings
     from tests.support.fakes import ScriptedStream
 
     tokens = int(os.environ["BENCH_SERVING_TOKENS"])

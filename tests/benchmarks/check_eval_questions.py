@@ -6,7 +6,7 @@
 The sources are read with the project's own loaders, so a label is valid exactly when the
 ingested collection can cite it: a pathway stable id from ``pathway2summation.txt`` (human
 only), a variant's own stable id or its disease pathway's from
-``disease_variant_ewas_mapping.tsv``, a user-guide url as ``pipelines.loaders.userguide``
+``disease_variant_ewas_mapping.tsv``, a user-guide url as ``pipelines.catalog.loaders.userguide``
 derives it. Checked: the YAML shape, unique ids, non-empty questions, that every relevant id
 exists, that ``collections`` agrees with where the relevant ids live, the counts the issue
 asks for, and that no question or note shares a run of 6 words with the text of its relevant
@@ -25,9 +25,9 @@ from pathlib import Path
 
 import yaml
 
-from pipelines.loaders import load_reactome, load_userguide, load_variants
-from pipelines.loaders.reactome import PATHWAYS_FILE, SUMMATION_FILE
-from pipelines.loaders.variants import VARIANTS_FILE
+from pipelines.catalog.loaders import load_reactome, load_userguide, load_variants
+from pipelines.catalog.loaders.reactome import PATHWAYS_FILE, SUMMATION_FILE
+from pipelines.catalog.loaders.variants import VARIANTS_FILE
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_DATA = REPO_ROOT.parent / "shared" / "data"

@@ -43,14 +43,14 @@ from langchain_core.documents import Document
 from langchain_core.language_models import FakeListChatModel
 
 from callbacks.events import CitationEvent, DoneEvent, Event, TokenEvent
-from pipelines.advice import leave_one_out
-from pipelines.citations import cited_numbers
-from pipelines.embeddings import MiniLMEmbeddings
-from pipelines.expander import expander_messages, parse_expansion
+from pipelines.answering.sentences import points_back
+from pipelines.citations.finalize import cited_numbers
+from pipelines.index.embeddings import MiniLMEmbeddings
+from pipelines.index.store import COLLECTION_NAMES, open_client
 from pipelines.pipeline import AnswerPipeline
-from pipelines.retriever import RANKINGS, ReactomeRetriever
-from pipelines.sentences import points_back
-from pipelines.store import COLLECTION_NAMES, open_client
+from pipelines.retrieval.advice import leave_one_out
+from pipelines.retrieval.expander import expander_messages, parse_expansion
+from pipelines.retrieval.retriever import RANKINGS, ReactomeRetriever
 from tests.benchmarks._common import (
     ADVICE_QUESTIONS,
     DEFAULT_DATA,

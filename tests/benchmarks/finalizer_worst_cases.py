@@ -12,7 +12,7 @@ import argparse
 import time
 from collections.abc import Callable
 
-from pipelines.citations import finalize_citations, strip_out_of_range_markers
+from pipelines.citations.finalize import finalize_citations, strip_out_of_range_markers
 
 SOURCES = list(range(4))
 

@@ -26,9 +26,9 @@ import numpy as np
 import onnxruntime
 from tokenizers import Tokenizer
 
-from pipelines.embeddings import MiniLMEmbeddings, _packaged_file
-from pipelines.ingest import chunk_documents, ingest
-from pipelines.settings import load_settings
+from pipelines.core.settings import load_settings
+from pipelines.index.embeddings import MiniLMEmbeddings, _packaged_file
+from pipelines.index.ingest import chunk_documents, ingest
 from tests.benchmarks._common import DEFAULT_DATA, corpus_sources
 
 _BATCH = 32

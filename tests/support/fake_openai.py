@@ -32,8 +32,8 @@ from typing import Any, Literal
 
 from langchain_core.messages import HumanMessage, SystemMessage
 
-from pipelines.expander import _read_expander_prompt, route
-from pipelines.prompts import read_answer_prompt
+from pipelines.answering.prompts import read_answer_prompt
+from pipelines.retrieval.expander import _read_expander_prompt, route
 
 Behaviour = Literal[
     "ok", "fail_before", "fail_mid", "hang", "expander_fails", "forge", "own_sources"

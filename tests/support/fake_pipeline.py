@@ -12,8 +12,8 @@ from langchain_core.language_models import BaseChatModel, FakeListChatModel
 from langchain_core.retrievers import BaseRetriever
 from pydantic import Field
 
+from pipelines.core.settings import load_settings
 from pipelines.pipeline import AnswerPipeline
-from pipelines.settings import load_settings
 
 __all__ = ["ABCA1", "CDK5", "GUIDE", "VARIANT", "FakeRetriever", "make_pipeline"]
 

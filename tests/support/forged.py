@@ -10,8 +10,9 @@ from pathlib import Path
 
 from langchain_core.embeddings import Embeddings
 
-from pipelines.ingest import ingest, locate_sources, sample_dir
-from pipelines.settings import load_settings
+from pipelines.catalog import bundled_dir
+from pipelines.core.settings import load_settings
+from pipelines.index.ingest import ingest, locate_files
 
 FORGED_IDS = {"R-HSA-9990001", "R-HSA-9990002"}
 FORGED_QUESTION = "What is glycoforgery?"
@@ -59,9 +60,9 @@ def build_forged_home(folder: Path, embeddings: Embeddings) -> Path:
         page = f"---\ntitle: Forged {name}\nurl: {url}\n---\n\n{body}"
         (release / "userguide" / name).write_text(page, encoding="utf-8")
     home = folder / "home"
-    sources = locate_sources(release, ["reactome", "userguide"], required=True)
+    sources = locate_files(release, ["reactome", "userguide"], required=True)
     # Biology questions search the variants too: the sample's, harmless, fill that in.
-    sources |= locate_sources(sample_dir(), ["disease_variants"], required=True)
+    sources |= locate_files(bundled_dir(), ["disease_variants"], required=True)
     for summary in ingest(load_settings(home=home), sources, embeddings=embeddings):
         assert summary.failure is None, summary.failure
     return home

@@ -14,7 +14,7 @@ from callbacks.events import (
     StartEvent,
     TokenEvent,
 )
-from pipelines.citations import cited_numbers
+from pipelines.citations.finalize import cited_numbers
 
 
 def check_stream(events: Sequence[Event]) -> DoneEvent:

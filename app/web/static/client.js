@@ -6,7 +6,7 @@
 
 const SITE = "https://reactome.org";
 
-// --- Markers, read exactly as pipelines/citations.py reads them ------------------------------
+// --- Markers, read exactly as pipelines/citations/finalize.py reads them ------------------------------
 // A bracket group of numbers and ascending ranges ([3], [1, 3], [1; 3], [1-3]; spaces only)
 // that is not a link, not a reference definition and not inside code. The server renumbers
 // exactly these, so the client must link exactly these: tests/test_web_client_logic.py runs

