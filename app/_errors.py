@@ -18,13 +18,15 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import Scope
 
-from pipelines.core.errors import ReactomeAnswersError
+from pipelines.core.errors import ErrorCode, ReactomeAnswersError
 from pipelines.core.redaction import redact_secrets
 
 __all__ = [
+    "HTTP_STATUS",
     "OPENAI_PATHS",
     "add_error_handlers",
     "error_response",
+    "http_status_for",
     "openai_error_body",
     "openai_error_response",
     "refusal",
@@ -32,6 +34,32 @@ __all__ = [
 
 # The routes of the OpenAI protocol (app/_openai_api.py): their errors have OpenAI's shape.
 OPENAI_PATHS = ("/v1/chat/completions", "/v1/models")
+
+# What an error code answers over HTTP: the caller's fault (4xx) or ours and our dependencies'
+# (5xx). 499 is nginx's "client closed request": the answer stopped because its caller left.
+HTTP_STATUS: dict[ErrorCode, int] = {
+    ErrorCode.INTERNAL: 500,
+    ErrorCode.BAD_CONFIG: 500,
+    ErrorCode.BAD_INPUT: 422,
+    ErrorCode.NOT_INGESTED: 503,
+    ErrorCode.STORE_UNAVAILABLE: 503,
+    ErrorCode.MODEL_FAILED: 502,
+    ErrorCode.DOWNLOAD_FAILED: 502,
+    ErrorCode.HANDLER_FAILED: 500,
+    ErrorCode.EVENT_LOG: 500,
+    ErrorCode.PERSONAL_ADVICE: 422,
+    ErrorCode.TIMEOUT: 504,
+    ErrorCode.CANCELLED: 499,
+}
+
+
+def http_status_for(code: str) -> int:
+    """The HTTP status for an error event's ``code`` (500 for a code this version does not
+    know, as from a newer log)."""
+    try:
+        return HTTP_STATUS[ErrorCode(code)]
+    except ValueError:
+        return 500
 
 
 def error_response(
@@ -94,7 +122,8 @@ def add_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(ReactomeAnswersError)
     async def _ours(request: Request, error: ReactomeAnswersError) -> JSONResponse:
-        return refusal(request.scope, error.http_status, error.code, redact_secrets(str(error)))
+        status = http_status_for(error.code)
+        return refusal(request.scope, status, error.code, redact_secrets(str(error)))
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, _: Exception) -> JSONResponse:

@@ -36,11 +36,10 @@ from app._chat_protocols import (
     too_long,
 )
 from app._disconnect import CLIENT_LEFT_STATUS, events_unless_client_leaves
-from app._errors import openai_error_body, openai_error_response
+from app._errors import http_status_for, openai_error_body, openai_error_response
 from app._links import reference_link, sources_markdown
 from app._sources_text import ModelSources, without_model_sources, without_our_sources
 from callbacks.events import DoneEvent, ErrorEvent, Event, Reference, TokenEvent
-from pipelines.core.errors import ReactomeAnswersError
 from pipelines.core.settings import Settings
 from pipelines.pipeline import AnswerPipeline
 
@@ -221,7 +220,7 @@ def _completion(settings: Settings, events: list[Event], completion_id: str) -> 
     assert isinstance(done, DoneEvent)  # astream always ends with done
     failure = next((event for event in events if isinstance(event, ErrorEvent)), None)
     if failure is not None:
-        status = ReactomeAnswersError.http_status_for(failure.data.code)
+        status = http_status_for(failure.data.code)
         return openai_error_response(status, failure.data.message, failure.data.code)
     tail = sources_markdown(done.data.references) if settings.openai_sources else ""
     text = without_model_sources(done.data.text)
@@ -279,7 +278,7 @@ async def _stream(
                     yield chunk({"content": released})
             elif isinstance(event, ErrorEvent):
                 failed = True
-                status = ReactomeAnswersError.http_status_for(event.data.code)
+                status = http_status_for(event.data.code)
                 yield data_frame(
                     openai_error_body(status, event.data.message, event.data.code, None)
                 )

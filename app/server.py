@@ -33,7 +33,7 @@ from sse_starlette import EventSourceResponse
 from app._access import AccessControl, AnswerCap, AnswerSlots, RateLimiter
 from app._ai_sdk import add_ai_sdk_routes
 from app._disconnect import CLIENT_LEFT_STATUS, events_unless_client_leaves
-from app._errors import add_error_handlers, error_response
+from app._errors import add_error_handlers, error_response, http_status_for
 from app._http import BodyLimits, RequireJSON
 from app._metrics import CONTENT_TYPE_LATEST, ServerMetrics
 from app._openai_api import add_openai_routes
@@ -255,9 +255,7 @@ def create_app(
             return Response(status_code=CLIENT_LEFT_STATUS)
         result = answer_result(collected)
         if "error" in result:  # the done data still comes along: partial text, references
-            return JSONResponse(
-                result, status_code=ReactomeAnswersError.http_status_for(result["error"]["code"])
-            )
+            return JSONResponse(result, status_code=http_status_for(result["error"]["code"]))
         return result
 
     @app.post("/v1/answer/stream", summary="Answer a question as Server-Sent Events")

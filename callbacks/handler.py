@@ -54,10 +54,10 @@ from pipelines.citations.live import LiveCitations
 from pipelines.citations.sources import Source, number_sources
 from pipelines.core.errors import EventHandlerError
 from pipelines.core.redaction import one_line, redact_secrets
-from pipelines.core.tags import ANSWER_TAG, EXPANDER_TAG, RETRIEVAL_TAG
+from pipelines.core.tags import ANSWER_TAG, RETRIEVAL_TAG
 from pipelines.core.tokens import count_tokens
 
-__all__ = ["ANSWER_TAG", "EXPANDER_TAG", "RETRIEVAL_TAG", "AnswerEventHandler"]
+__all__ = ["AnswerEventHandler"]
 
 
 class _Reraised(logging.Filter):

@@ -6,9 +6,9 @@ from pipelines.citations.finalize import (
     strip_out_of_range_markers,
 )
 from pipelines.core.errors import (
-    AnswerTimeoutError,
     ConfigurationError,
     DownloadError,
+    ErrorCode,
     EventHandlerError,
     EventLogError,
     InputError,
@@ -21,9 +21,9 @@ from pipelines.core.errors import (
 from pipelines.core.settings import Settings, load_settings
 
 __all__ = [
-    "AnswerTimeoutError",
     "ConfigurationError",
     "DownloadError",
+    "ErrorCode",
     "EventHandlerError",
     "EventLogError",
     "InputError",

@@ -9,9 +9,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from pipelines.core.errors import (
-    AnswerTimeoutError,
     ConfigurationError,
     DownloadError,
+    ErrorCode,
     EventHandlerError,
     EventLogError,
     InputError,
@@ -49,10 +49,10 @@ __all__ = [
     "RETRIEVAL_TAG",
     "SITE_PATH_PATTERN",
     "ST_ID_PATTERN",
-    "AnswerTimeoutError",
     "ComposedChatModel",
     "ConfigurationError",
     "DownloadError",
+    "ErrorCode",
     "EventHandlerError",
     "EventLogError",
     "InputError",

@@ -7,7 +7,6 @@ what changed, and writes nothing at all when nothing did.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import sys
 import time
@@ -26,6 +25,7 @@ from tqdm import tqdm
 from pipelines.catalog.catalog import Catalog, CollectionDefinition, catalog_for
 from pipelines.catalog.loaders import LoadedDocument, LoadResult, Problem
 from pipelines.core.errors import ConfigurationError, InputError
+from pipelines.core.hashing import joined_digest
 from pipelines.core.settings import Settings
 from pipelines.index import store
 from pipelines.index.chunk_table import ChunkTable, ChunkTableWriter
@@ -189,7 +189,9 @@ def _gather(
 
 
 def _hash(*parts: str) -> str:
-    return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()[:16]
+    # Stored in every chunk's metadata and compared on the next ingest: changing the
+    # algorithm or length would make every document look updated.
+    return joined_digest(*parts, algorithm="sha256", chars=16)
 
 
 @dataclass(frozen=True)

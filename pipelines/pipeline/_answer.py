@@ -19,7 +19,12 @@ from callbacks.events import DoneData, DoneEvent, Event, TokenEvent
 from callbacks.handler import AnswerEventHandler
 from callbacks.log import EventLog
 from pipelines.catalog.catalog import catalog_for, load_catalog
-from pipelines.core.errors import PersonalAdviceError, ReactomeAnswersError, StoreUnavailableError
+from pipelines.core.errors import (
+    ErrorCode,
+    PersonalAdviceError,
+    ReactomeAnswersError,
+    StoreUnavailableError,
+)
 from pipelines.core.normalize import normalize_question
 from pipelines.core.redaction import one_line, redact_also, redact_secrets, warn_not_done
 from pipelines.core.settings import Settings, load_settings
@@ -28,7 +33,7 @@ from pipelines.core.settings import Settings, load_settings
 # search in another would otherwise import chromadb (and numpy) at the same time, and a
 # package imported from two threads at once can be seen half initialized.
 from pipelines.index import store
-from pipelines.pipeline._chain import answer_chain, tagged_retriever
+from pipelines.pipeline._chain import AnswerChain, tagged_retriever
 from pipelines.pipeline._logs import RequestLogs
 from pipelines.pipeline._result import answer_result
 from pipelines.pipeline._runnable import PipelineRunnable
@@ -201,7 +206,7 @@ class AnswerPipeline:
     def chain(self) -> Runnable[dict[str, Any], str]:
         """``{"question", "history"?, "collections"?, "cite_urls"?}`` -> the raw answer text;
         it works with LangChain's own ``astream_events``."""
-        return answer_chain(
+        return AnswerChain(
             lambda: self.retriever,
             self.models[0],
             cite_urls=self.settings.cite_urls,
@@ -273,16 +278,16 @@ class AnswerPipeline:
         except TimeoutError:
             if deadline.expired():
                 handler.fail(
-                    "timeout",
+                    ErrorCode.TIMEOUT,
                     f"no answer within {limit:g} s; raise REACTOME_ANSWERS_REQUEST_TIMEOUT_S "
                     "or try again",
                 )
             else:  # the model or its client timed out, not the request
-                handler.fail("model_failed", "the model did not answer in time; try again")
+                handler.fail(ErrorCode.MODEL_FAILED, "the model did not answer in time; try again")
             return
         except asyncio.CancelledError:
             if handler.done is None:
-                handler.fail("cancelled", "the request was cancelled before it finished")
+                handler.fail(ErrorCode.CANCELLED, "the request was cancelled before it finished")
             raise
         except PersonalAdviceError as error:
             # The expander's or the gate's verdict, raised inside the retrieval run before any
@@ -293,7 +298,7 @@ class AnswerPipeline:
             handler.fail(error.code, str(error))
             return
         except Exception as error:
-            handler.fail("internal", one_line(error))
+            handler.fail(ErrorCode.INTERNAL, one_line(error))
             return
         if not handler.retrieval_ended or (not handler.sources and not handler.context):
             handler.finish("nothing_found", text=catalog_for(self.settings).nothing_found())
@@ -369,7 +374,7 @@ class AnswerPipeline:
                         record=cancelled_log.callback,
                     )
                     handler.start(shown, list(collections or ["auto"]), options)
-                    handler.fail("cancelled", "the request was cancelled before it started")
+                    handler.fail(ErrorCode.CANCELLED, "the request was cancelled before it started")
                     cancelled_log.close()
 
                 opening.add_done_callback(end_cancelled)
@@ -471,7 +476,7 @@ class AnswerPipeline:
         if handler.done is None:
             problem = None if task.cancelled() else task.exception()
             why = one_line(problem) if problem is not None else "cancelled"
-            handler.fail("internal", f"the answer stopped unexpectedly ({why})")
+            handler.fail(ErrorCode.INTERNAL, f"the answer stopped unexpectedly ({why})")
 
     async def ainvoke(
         self,

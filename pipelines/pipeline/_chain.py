@@ -25,7 +25,7 @@ from pipelines.core.errors import ModelError, ReactomeAnswersError
 from pipelines.core.redaction import one_line
 from pipelines.core.tags import ANSWER_TAG, RETRIEVAL_TAG
 
-__all__ = ["answer_chain", "tagged_retriever"]
+__all__ = ["AnswerChain", "tagged_retriever"]
 
 
 @contextmanager
@@ -72,7 +72,7 @@ def tagged_retriever(retriever: Runnable[str, list[Document]]) -> Runnable[str, 
     return retriever.with_config(tags=[RETRIEVAL_TAG], run_name="retrieval")
 
 
-class _AnswerChain(Runnable[dict[str, Any], str]):
+class AnswerChain(Runnable[dict[str, Any], str]):
     """Retrieval, then the answer model, as one chain run with those two runs as its
     children. Written out rather than composed (``RunnablePassthrough.assign(...) |
     RunnableLambda(...)``): the composition started five chain runs per answer, each a round
@@ -164,18 +164,3 @@ class _AnswerChain(Runnable[dict[str, Any], str]):
         self, input: dict[str, Any], config: RunnableConfig | None = None, **kwargs: Any
     ) -> str:
         return await self._acall_with_config(self._aanswer, input, config)
-
-
-def answer_chain(
-    retriever: Callable[[], Runnable[str, list[Document]]],
-    answer_model: BaseChatModel,
-    *,
-    cite_urls: bool,
-    takes_options: bool,
-) -> Runnable[dict[str, Any], str]:
-    """``{"question", "history"?, "collections"?, "cite_urls"?}`` -> the raw answer text.
-
-    ``retriever`` is called on each run (the tagged retriever is built on first use);
-    ``takes_options``: it takes ``history`` and ``collections`` (ours does; a retriever from
-    outside takes the question alone). ``cite_urls`` is the default when a run gives none."""
-    return _AnswerChain(retriever, answer_model, cite_urls=cite_urls, takes_options=takes_options)

@@ -22,7 +22,7 @@ from pipelines.retrieval.expander import (
     route,
     rule_expansion,
 )
-from pipelines.retrieval.refusal_rules import ADVICE_REFUSAL, Refusal, refusal_for, rule_refusal
+from pipelines.retrieval.refusal_rules import ADVICE_REFUSAL, Refusal, rule_refusal
 from pipelines.retrieval.retriever import (
     EXPANSION,
     EXPANSION_FALLBACK,
@@ -52,7 +52,6 @@ __all__ = [
     "leave_one_out",
     "load_examples",
     "parse_expansion",
-    "refusal_for",
     "route",
     "rule_expansion",
     "rule_refusal",

@@ -14,7 +14,7 @@ from typing import Any
 
 from pipelines.core.redaction import redact_secrets
 
-__all__ = ["ADVICE_REFUSAL", "Refusal", "refusal_for", "rule_refusal"]
+__all__ = ["ADVICE_REFUSAL", "Refusal", "rule_refusal"]
 
 _EMPTY = "The question is empty; ask about a pathway, a gene, a disease or the website."
 _NOT_TEXT = (
@@ -115,7 +115,8 @@ class Refusal:
 
 
 def rule_refusal(question: str, max_chars: int) -> Refusal | None:
-    """:func:`refusal_for` with the rule that refused the question."""
+    """Why ``question`` is refused by a rule (its text, and the rule for the event log), or
+    None when the rules let it through."""
     if not question.strip():
         return Refusal(_EMPTY, "rule", {"rule": "empty"})
     if len(question) > max_chars:
@@ -132,9 +133,3 @@ def rule_refusal(question: str, max_chars: int) -> Refusal | None:
             ADVICE_REFUSAL, "rule", {"rule": "personal_care", "matched": redact_secrets(matched)}
         )
     return None
-
-
-def refusal_for(question: str, max_chars: int) -> str | None:
-    """Why ``question`` is refused, or None when it may be answered."""
-    refusal = rule_refusal(question, max_chars)
-    return None if refusal is None else refusal.text

@@ -22,8 +22,9 @@ from langchain_core.documents import Document
 from langchain_core.language_models import BaseChatModel, FakeListChatModel
 
 from callbacks.events import DoneEvent
-from callbacks.handler import ANSWER_TAG, RETRIEVAL_TAG, AnswerEventHandler
+from callbacks.handler import AnswerEventHandler
 from pipelines.core.settings import Settings
+from pipelines.core.tags import ANSWER_TAG, RETRIEVAL_TAG
 from pipelines.pipeline import AnswerPipeline
 from tests.benchmarks._common import percentile
 from tests.support.fake_pipeline import FakeRetriever

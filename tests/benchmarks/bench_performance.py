@@ -39,10 +39,11 @@ from langchain_core.language_models import FakeListChatModel
 from langchain_core.retrievers import BaseRetriever
 
 from callbacks.events import TokenEvent
-from callbacks.handler import RETRIEVAL_TAG, AnswerEventHandler
+from callbacks.handler import AnswerEventHandler
 from pipelines.catalog import bundled_dir
 from pipelines.citations.finalize import finalize_citations, strip_out_of_range_markers
 from pipelines.core.settings import Settings
+from pipelines.core.tags import RETRIEVAL_TAG
 from pipelines.index.embeddings import MiniLMEmbeddings
 from pipelines.index.store import COLLECTION_NAMES, open_client
 from pipelines.pipeline import AnswerPipeline

@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from pipelines.core.hashing import joined_digest
+
 __all__ = [
     "ST_ID_RE",
     "LoadResult",
@@ -88,7 +90,8 @@ def sha256_of(path: Path) -> str:
 
 
 def short_hash(*parts: str) -> str:
-    return hashlib.sha1("\x1f".join(parts).encode()).hexdigest()[:12]
+    # Part of stored ids: the algorithm and length are fixed for good.
+    return joined_digest(*parts, algorithm="sha1", chars=12)
 
 
 def read_lines(path: Path, result: LoadResult) -> Iterator[tuple[int, str]]:
