@@ -2,7 +2,8 @@
 once (checked once its body has arrived).
 
 - API keys (``REACTOME_ANSWERS_API_KEYS``): every path but the web page (``/``, its assets
-  under ``/static/``) and ``/healthz`` needs ``Authorization: Bearer KEY``; otherwise 401.
+  under ``/static/``), ``/healthz`` and ``/v1/limits`` needs ``Authorization: Bearer KEY``;
+  otherwise 401.
   A client address that sends more than ``REACTOME_ANSWERS_AUTH_FAILURES_PER_MINUTE`` wrong
   or missing keys in a minute gets 429 until its minute refills, whatever key it sends then:
   guessing keys is slowed to that pace.
@@ -12,7 +13,8 @@ once (checked once its body has arrived).
   with ``Retry-After``. The client address is the connection's peer unless the operator
   names proxies to believe (``REACTOME_ANSWERS_FORWARDED_ALLOW_IPS``, applied by uvicorn).
 - A cap on answers in progress (``REACTOME_ANSWERS_MAX_CONCURRENT_ANSWERS``,
-  :class:`AnswerCap`): a request to an answering endpoint over the cap gets 429 with
+  :class:`AnswerCap`): a request to an answering route (an :class:`AnswerRoute`, what an
+  answering router makes; :func:`answer_paths` finds them) over the cap gets 429 with
   ``Retry-After`` at once, while the answers already running go on. The slot is taken only
   once the whole body has arrived (the cap sits inside :class:`app._http.BodyLimits`), so a
   client that sends headers and stalls holds none; a streamed answer holds its place until
@@ -30,25 +32,28 @@ import hmac
 import math
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
+from fastapi.routing import APIRoute, iter_route_contexts
+from starlette.routing import BaseRoute
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app._errors import refusal
 
 __all__ = [
-    "ANSWER_PATHS",
     "MAX_BUCKETS",
     "AccessControl",
     "AnswerCap",
+    "AnswerRoute",
     "AnswerSlots",
     "RateLimiter",
+    "answer_paths",
 ]
 
-# The endpoints that run an answer (and so count against the cap).
-ANSWER_PATHS = frozenset({"/v1/answer", "/v1/answer/stream", "/v1/chat/completions", "/api/chat"})
-_OPEN_PATHS = frozenset({"/", "/healthz"})
+# What anyone may read: the page, whether the server is up, and the limits the page checks a
+# question against before sending it.
+_OPEN_PATHS = frozenset({"/", "/healthz", "/v1/limits"})
 _OPEN_PREFIX = "/static/"
 _CLOSE = {"Connection": "close"}
 # A rejected client should not come straight back; an answer takes seconds.
@@ -57,6 +62,22 @@ _BUSY_RETRY_S = 1
 # takes this many other clients asking in between; without a bound, clients that each ask
 # once (or a spoofed address each time) would grow the table for ever.
 MAX_BUCKETS = 10_000
+
+
+class AnswerRoute(APIRoute):
+    """A route that runs an answer, and so takes a slot of the cap. Each surface puts its
+    answering routes on a router of these (``APIRouter(route_class=AnswerRoute)``), so that
+    a route added there is capped without a list to keep."""
+
+
+def answer_paths(routes: Sequence[BaseRoute]) -> frozenset[str]:
+    """The paths of the :class:`AnswerRoute` among ``routes`` (an application's, with those of
+    the routers it includes), for :class:`AnswerCap`."""
+    return frozenset(
+        str(context.path)
+        for context in iter_route_contexts(routes)
+        if isinstance(context.original_route, AnswerRoute)
+    )
 
 
 class RateLimiter:
@@ -213,19 +234,20 @@ class AccessControl:
 
 @dataclass
 class AnswerCap:
-    """ASGI middleware holding answering requests to ``slots``; it must sit inside
-    :class:`app._http.BodyLimits`, so that only a request whose body has arrived takes one.
-    ``on_reject`` hears ``too_many_answers``."""
+    """ASGI middleware holding POST requests to ``paths`` (:func:`answer_paths`) to ``slots``;
+    it must sit inside :class:`app._http.BodyLimits`, so that only a request whose body has
+    arrived takes one. ``on_reject`` hears ``too_many_answers``."""
 
     app: ASGIApp
     slots: AnswerSlots
+    paths: Collection[str]
     on_reject: Callable[[str], None] | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         answering = (
             scope["type"] == "http"
             and scope["method"] == "POST"
-            and scope.get("path", "") in ANSWER_PATHS
+            and scope.get("path", "") in self.paths
         )
         if not answering:
             await self.app(scope, receive, send)

@@ -20,24 +20,20 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
-from fastapi import FastAPI, Request
+from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from app._chat_protocols import (
-    UnreadableBodyError,
-    data_frame,
-    read_json,
-    split_conversation,
-    too_long,
-)
+from app._access import AnswerRoute
+from app._chat_protocols import UnreadableBodyError, data_frame, read_json, split_conversation
+from app._deps import PipelineDep, SettingsDep
 from app._errors import error_response
 from app._links import reference_link
 from callbacks.events import DoneEvent, ErrorEvent, Reference, ReferenceEvent, TokenEvent
-from pipelines.core.settings import Settings
 from pipelines.pipeline import AnswerPipeline
+from pipelines.retrieval.refusal_rules import question_too_long
 
-__all__ = ["UI_STREAM_HEADERS", "add_ai_sdk_routes"]
+__all__ = ["UI_STREAM_HEADERS", "router"]
 
 UI_STREAM_HEADERS = {
     "x-vercel-ai-ui-message-stream": "v1",
@@ -81,40 +77,8 @@ def _source(reference: Reference) -> dict[str, Any]:
     }
 
 
-def add_ai_sdk_routes(app: FastAPI, pipeline: AnswerPipeline, settings: Settings) -> None:
-    """``POST /api/chat``."""
-
-    @app.post(
-        "/api/chat",
-        summary="The Vercel AI SDK's UI message stream (useChat's default endpoint)",
-        openapi_extra={
-            "requestBody": {
-                "required": True,
-                "content": {"application/json": {"schema": _request_schema()}},
-            }
-        },
-    )
-    async def chat(request: Request) -> Any:
-        try:
-            body = UIChatRequest.model_validate(read_json(await request.body()))
-        except ValidationError as error:
-            problem = error.errors()[0]
-            where = ".".join(str(part) for part in problem.get("loc", ())) or "body"
-            return error_response(422, "bad_input", f"{where}: {problem.get('msg')}")
-        except UnreadableBodyError as error:
-            return error_response(400, "bad_input", str(error))
-        split = split_conversation([(m.role, m.text()) for m in body.messages])
-        if split is None or not split[0].strip():
-            return error_response(422, "bad_input", "messages: no user message with text")
-        question, history = split
-        length = too_long(question, settings.max_question_chars)
-        if length is not None:
-            return error_response(422, "bad_input", length)
-        return StreamingResponse(
-            _stream(pipeline, question, history),
-            media_type="text/event-stream",
-            headers=UI_STREAM_HEADERS,
-        )
+# Every route of this protocol answers.
+router = APIRouter(route_class=AnswerRoute)
 
 
 def _request_schema() -> dict[str, Any]:
@@ -138,6 +102,39 @@ def _request_schema() -> dict[str, Any]:
         "properties": {"messages": {"type": "array", "items": message, "minItems": 1}},
         "required": ["messages"],
     }
+
+
+@router.post(
+    "/api/chat",
+    summary="The Vercel AI SDK's UI message stream (useChat's default endpoint)",
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {"application/json": {"schema": _request_schema()}},
+        }
+    },
+)
+async def chat(request: Request, pipeline: PipelineDep, settings: SettingsDep) -> Any:
+    try:
+        body = UIChatRequest.model_validate(read_json(await request.body()))
+    except ValidationError as error:
+        problem = error.errors()[0]
+        where = ".".join(str(part) for part in problem.get("loc", ())) or "body"
+        return error_response(422, "bad_input", f"{where}: {problem.get('msg')}")
+    except UnreadableBodyError as error:
+        return error_response(400, "bad_input", str(error))
+    split = split_conversation([(m.role, m.text()) for m in body.messages])
+    if split is None or not split[0].strip():
+        return error_response(422, "bad_input", "messages: no user message with text")
+    question, history = split
+    length = question_too_long(question, settings.max_question_chars)
+    if length is not None:
+        return error_response(422, "bad_input", length)
+    return StreamingResponse(
+        _stream(pipeline, question, history),
+        media_type="text/event-stream",
+        headers=UI_STREAM_HEADERS,
+    )
 
 
 async def _stream(

@@ -1,5 +1,5 @@
 """What the chat-protocol adapters (``_openai_api``, ``_ai_sdk``) share: reading a
-conversation sent as messages, the question length check, and their ``data:`` frames."""
+conversation sent as messages, and their ``data:`` frames."""
 
 from __future__ import annotations
 
@@ -7,25 +7,17 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = [
-    "MAX_TURNS",
-    "UnreadableBodyError",
-    "data_frame",
-    "read_json",
-    "split_conversation",
-    "too_long",
-]
+from app._request_models import MAX_TURNS
 
-# The history the pipeline takes (the native API's limit); older turns are dropped.
-MAX_TURNS = 50
+__all__ = ["UnreadableBodyError", "data_frame", "read_json", "split_conversation"]
 
 
 def split_conversation(
     turns: Sequence[tuple[str, str]],
 ) -> tuple[str, list[tuple[str, str]]] | None:
     """``(role, text)`` messages in order -> the last user message's text and the user and
-    assistant turns before it (the last :data:`MAX_TURNS`); None when no message is the
-    user's. Other roles (system, tool) are left out."""
+    assistant turns before it (the last ``MAX_TURNS``, what the native API allows); None when
+    no message is the user's. Other roles (system, tool) are left out."""
     users = [number for number, (role, _) in enumerate(turns) if role == "user"]
     if not users:
         return None
@@ -49,16 +41,6 @@ def read_json(body: bytes) -> Any:
         ) from None
     except ValueError as error:  # not JSON, not UTF-8, or a number too long to convert
         raise UnreadableBodyError(f"the body is not JSON text ({error})") from None
-
-
-def too_long(question: str, limit: int) -> str | None:
-    """Why ``question`` is refused for its length, or None."""
-    if len(question) <= limit:
-        return None
-    return (
-        f"the question is {len(question):,} characters; the limit is {limit:,}. "
-        "Ask something shorter."
-    )
 
 
 def data_frame(payload: dict[str, Any] | str) -> bytes:

@@ -24,7 +24,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.protocols.http.auto import AutoHTTPProtocol
 
 from app._errors import refusal
-from pipelines.core.settings import Settings
+from app._server_settings import ServerSettings
 
 __all__ = ["BodyLimits", "RequireJSON", "configure_protocol", "run"]
 
@@ -160,7 +160,7 @@ class _LimitedHTTP(AutoHTTPProtocol):  # type: ignore[misc, valid-type]
         super().connection_lost(exc)
 
 
-def configure_protocol(settings: Settings) -> type[asyncio.Protocol]:
+def configure_protocol(settings: ServerSettings) -> type[asyncio.Protocol]:
     """The protocol class with the settings' numbers. It is the module's own class, set up
     in each process, so that uvicorn's worker processes can be handed it by name."""
     _LimitedHTTP.header_timeout_s = settings.header_timeout_s
@@ -168,7 +168,7 @@ def configure_protocol(settings: Settings) -> type[asyncio.Protocol]:
     return _LimitedHTTP
 
 
-def run(app: Any, settings: Settings, *, host: str, port: int, workers: int = 1) -> None:
+def run(app: Any, settings: ServerSettings, *, host: str, port: int, workers: int = 1) -> None:
     """Serve ``app`` with uvicorn under the settings' connection limits until stopped.
 
     With several ``workers``, ``app`` must be an import string of an application factory:

@@ -277,13 +277,15 @@ def _serve_replay(
     speed: float | None,
 ) -> int:  # fmt: skip
     from app._http import run
+    from app._server_settings import load_server_settings
     from app.replay_server import create_replay_app
 
-    app = create_replay_app(contents.events, speed=speed, settings=settings)
+    server = load_server_settings()
+    app = create_replay_app(contents.events, speed=speed, settings=settings, server=server)
     print(
         f"reactome-answers: replaying {path.name} ({len(contents.events)} events) on "
         f"http://{args.host}:{args.serve}/ (the stream: POST or GET /v1/answer/stream)",
         file=sys.stderr,
     )
-    run(app, settings, host=args.host, port=args.serve)
+    run(app, server, host=args.host, port=args.serve)
     return 0

@@ -46,6 +46,7 @@ ENDPOINTS = frozenset(
         "/v1/chat/completions",
         "/v1/models",
         "/v1/collections",
+        "/v1/limits",
         "/api/chat",
     }
 )

@@ -24,28 +24,28 @@ from collections.abc import AsyncIterator
 from typing import Any, Literal
 
 import anyio
-from fastapi import FastAPI, Request, Response
+from fastapi import APIRouter, Request, Response
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from sse_starlette import EventSourceResponse
 
-from app._chat_protocols import (
-    UnreadableBodyError,
-    data_frame,
-    read_json,
-    split_conversation,
-    too_long,
-)
+from app._access import AnswerRoute
+from app._chat_protocols import UnreadableBodyError, data_frame, read_json, split_conversation
+from app._deps import PipelineDep, ServerSettingsDep, SettingsDep
 from app._disconnect import CLIENT_LEFT_STATUS, events_unless_client_leaves
 from app._errors import http_status_for, openai_error_body, openai_error_response
 from app._links import reference_link, sources_markdown
+from app._server_settings import ServerSettings
 from app._sources_text import ModelSources, without_model_sources, without_our_sources
 from callbacks.events import DoneEvent, ErrorEvent, Event, Reference, TokenEvent
-from pipelines.core.settings import Settings
+from pipelines.core.options import RequestOptions
 from pipelines.pipeline import AnswerPipeline
+from pipelines.retrieval.refusal_rules import question_too_long
 
-__all__ = ["MODEL_ID", "ChatRequest", "add_openai_routes"]
+__all__ = ["MODEL_ID", "ChatRequest", "router"]
 
 MODEL_ID = "reactome-answers"
+# The model's "created": when this process loaded the protocol, about when it started serving.
+_STARTED = int(time.time())
 
 
 class _TextPart(BaseModel):
@@ -144,67 +144,68 @@ def _usage(done: DoneEvent) -> dict[str, int]:
     return {"prompt_tokens": prompt, "completion_tokens": answer, "total_tokens": prompt + answer}
 
 
-def add_openai_routes(app: FastAPI, pipeline: AnswerPipeline, settings: Settings) -> None:
-    """``GET /v1/models`` and ``POST /v1/chat/completions`` over ``pipeline``."""
-    started = int(time.time())
+router = APIRouter()
+_answering = APIRouter(route_class=AnswerRoute)
 
-    @app.get("/v1/models", summary="OpenAI-compatible: the one model this server answers as")
-    async def models() -> dict[str, Any]:
-        model = {"id": MODEL_ID, "object": "model", "created": started, "owned_by": MODEL_ID}
-        return {"object": "list", "data": [model]}
 
-    @app.get("/v1/models/{model}", include_in_schema=False)
-    async def model(model: str) -> Any:
-        if model != MODEL_ID:
-            return openai_error_response(
-                404, f"model {model!r} does not exist; use {MODEL_ID}", "not_found"
-            )
-        return {"id": MODEL_ID, "object": "model", "created": started, "owned_by": MODEL_ID}
+@router.get("/v1/models", summary="OpenAI-compatible: the one model this server answers as")
+async def models() -> dict[str, Any]:
+    model = {"id": MODEL_ID, "object": "model", "created": _STARTED, "owned_by": MODEL_ID}
+    return {"object": "list", "data": [model]}
 
-    schema = _inlined(ChatRequest.model_json_schema())
 
-    @app.post(
-        "/v1/chat/completions",
-        summary="OpenAI-compatible chat completions, streamed or not",
-        openapi_extra={
-            "requestBody": {
-                "required": True,
-                "content": {"application/json": {"schema": schema}},
-            }
-        },
-    )
-    async def chat_completions(request: Request) -> Any:
-        try:
-            body = ChatRequest.model_validate(read_json(await request.body()))
-            question, history = body.question_and_history()
-        except ValidationError as error:
-            message, param = _validation_message(error)
-            return openai_error_response(400, message, "bad_input", param)
-        except UnreadableBodyError as error:
-            return openai_error_response(400, str(error), "bad_input")
-        except _RequestError as error:
-            return openai_error_response(400, str(error), "bad_input", error.param)
-        problem = too_long(question, settings.max_question_chars)
-        if problem is not None:
-            return openai_error_response(400, problem, "bad_input", "messages")
-        request_id = uuid.uuid4().hex
-        completion_id = f"chatcmpl-{request_id}"
-        options: dict[str, Any] = {
-            "history": history,
-            "live_citations": True,
-            "request_id": request_id,
-        }
-        if not body.stream:
-            events = pipeline.astream(question, **options)
-            collected = await events_unless_client_leaves(request.receive, events)
-            if collected is None:  # nobody is there to read it; the metrics count it so
-                return Response(status_code=CLIENT_LEFT_STATUS)
-            return _completion(settings, collected, completion_id)
-        include_usage = body.stream_options is not None and body.stream_options.include_usage
-        frames = _stream(pipeline, settings, question, options, completion_id, include_usage)
-        return EventSourceResponse(
-            frames, headers={"Cache-Control": "no-cache, no-transform", "X-Accel-Buffering": "no"}
+@router.get("/v1/models/{model}", include_in_schema=False)
+async def model(model: str) -> Any:
+    if model != MODEL_ID:
+        return openai_error_response(
+            404, f"model {model!r} does not exist; use {MODEL_ID}", "not_found"
         )
+    return {"id": MODEL_ID, "object": "model", "created": _STARTED, "owned_by": MODEL_ID}
+
+
+@_answering.post(
+    "/v1/chat/completions",
+    summary="OpenAI-compatible chat completions, streamed or not",
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {"application/json": {"schema": _inlined(ChatRequest.model_json_schema())}},
+        }
+    },
+)
+async def chat_completions(
+    request: Request, pipeline: PipelineDep, settings: SettingsDep, server: ServerSettingsDep
+) -> Any:
+    try:
+        body = ChatRequest.model_validate(read_json(await request.body()))
+        question, history = body.question_and_history()
+    except ValidationError as error:
+        message, param = _validation_message(error)
+        return openai_error_response(400, message, "bad_input", param)
+    except UnreadableBodyError as error:
+        return openai_error_response(400, str(error), "bad_input")
+    except _RequestError as error:
+        return openai_error_response(400, str(error), "bad_input", error.param)
+    problem = question_too_long(question, settings.max_question_chars)
+    if problem is not None:
+        return openai_error_response(400, problem, "bad_input", "messages")
+    request_id = uuid.uuid4().hex
+    completion_id = f"chatcmpl-{request_id}"
+    options = RequestOptions(history=tuple(history), live_citations=True)
+    if not body.stream:
+        events = pipeline.events(question, options, request_id=request_id)
+        collected = await events_unless_client_leaves(request.receive, events)
+        if collected is None:  # nobody is there to read it; the metrics count it so
+            return Response(status_code=CLIENT_LEFT_STATUS)
+        return _completion(server, collected, completion_id)
+    include_usage = body.stream_options is not None and body.stream_options.include_usage
+    frames = _stream(pipeline, server, question, options, request_id, include_usage)
+    return EventSourceResponse(
+        frames, headers={"Cache-Control": "no-cache, no-transform", "X-Accel-Buffering": "no"}
+    )
+
+
+router.include_router(_answering)
 
 
 def _completion_fields(done: DoneEvent) -> dict[str, Any]:
@@ -215,14 +216,14 @@ def _completion_fields(done: DoneEvent) -> dict[str, Any]:
     }
 
 
-def _completion(settings: Settings, events: list[Event], completion_id: str) -> Any:
+def _completion(server: ServerSettings, events: list[Event], completion_id: str) -> Any:
     done = events[-1]
     assert isinstance(done, DoneEvent)  # astream always ends with done
     failure = next((event for event in events if isinstance(event, ErrorEvent)), None)
     if failure is not None:
         status = http_status_for(failure.data.code)
         return openai_error_response(status, failure.data.message, failure.data.code)
-    tail = sources_markdown(done.data.references) if settings.openai_sources else ""
+    tail = sources_markdown(done.data.references) if server.openai_sources else ""
     text = without_model_sources(done.data.text)
     return {
         "id": completion_id,
@@ -243,13 +244,14 @@ def _completion(settings: Settings, events: list[Event], completion_id: str) -> 
 
 async def _stream(
     pipeline: AnswerPipeline,
-    settings: Settings,
+    server: ServerSettings,
     question: str,
-    options: dict[str, Any],
-    completion_id: str,
+    options: RequestOptions,
+    request_id: str,
     include_usage: bool,
 ) -> AsyncIterator[bytes]:
     created = int(time.time())
+    completion_id = f"chatcmpl-{request_id}"
 
     def chunk(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> bytes:
         return data_frame(
@@ -263,7 +265,7 @@ async def _stream(
             }
         )
 
-    events = pipeline.astream(question, **options)
+    events = pipeline.events(question, options, request_id=request_id)
     # Holds back what may be the start of a Sources list of the model's own, to remove it.
     model_sources = ModelSources()
     try:
@@ -288,7 +290,7 @@ async def _stream(
                 # A refusal, nothing found, or a model that did not stream: the whole text.
                 text = "" if streamed else model_sources.feed(event.data.text)
                 text += model_sources.close()
-                if settings.openai_sources:
+                if server.openai_sources:
                     text += sources_markdown(event.data.references)
                 if text:
                     yield chunk({"content": text})

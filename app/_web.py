@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import mimetypes
 from pathlib import Path
 
 from fastapi import FastAPI
@@ -27,6 +28,10 @@ def add_web_client(app: FastAPI) -> None:
     async def web_client() -> FileResponse:
         return FileResponse(WEB_DIR / "index.html", headers=PAGE_HEADERS)
 
+    # The page's scripts are ES modules, which a browser runs only when they are served with a
+    # JavaScript type; StaticFiles takes the type from the operating system's table, which
+    # may say otherwise (text/plain in some Windows registries). Python 3.12 maps .js so too.
+    mimetypes.add_type("text/javascript", ".js")
     # Only the assets folder is mounted, so the page itself is reachable only at / with its
     # policy headers.
     app.mount("/static", StaticFiles(directory=WEB_DIR / "static"), name="static")

@@ -21,6 +21,7 @@ from app._chat_command import add_chat_arguments, cmd_chat
 from app._ingest_commands import add_ingest_arguments, cmd_collections, cmd_ingest
 from app._logs_commands import add_logs_arguments, add_replay_arguments, cmd_logs, cmd_replay
 from app._options import SETTING_FIELDS, CommandParser, port_number, worker_count
+from app._server_settings import load_server_settings
 from app._terminal import guard_output
 from callbacks.events import event_json_schema
 from pipelines.core.errors import ReactomeAnswersError
@@ -58,7 +59,8 @@ def _cmd_schema(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _cmd_config(args: argparse.Namespace, settings: Settings) -> int:
-    print(json.dumps(settings.model_dump(mode="json"), indent=2))
+    server = load_server_settings()
+    print(json.dumps(settings.model_dump(mode="json") | server.model_dump(mode="json"), indent=2))
     return 0
 
 
@@ -85,8 +87,9 @@ def _cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
         f"{PROG}: serving on http://{args.host}:{args.port}/{workers} (API docs at /docs)",
         file=sys.stderr,
     )
+    server = load_server_settings()
     if args.workers == 1:
-        run(create_app(settings), settings, host=args.host, port=args.port)
+        run(create_app(settings, server=server), server, host=args.host, port=args.port)
         return 0
     # Each worker builds its settings from the environment: the options given here go there.
     for field in SETTING_FIELDS:
@@ -97,7 +100,7 @@ def _cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     # mode): a scrape of any worker adds up all of them.
     with tempfile.TemporaryDirectory(prefix="reactome-answers-metrics-") as metrics:
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics
-        run("app.server:worker_app", settings, host=args.host, port=args.port, workers=args.workers)
+        run("app.server:worker_app", server, host=args.host, port=args.port, workers=args.workers)
     return 0
 
 
@@ -181,6 +184,9 @@ def _main(argv: Sequence[str] | None) -> int:
     overrides = {field: getattr(args, field, None) for field in Settings.model_fields}
     try:
         settings = load_settings(**overrides)
+        # The server's settings come from the environment only. Checked for every command, so
+        # that a bad one is reported at once, not first by the next serve.
+        load_server_settings()
         handler: Callable[[argparse.Namespace, Settings], int] = args.handler
         return handler(args, settings)
     except ReactomeAnswersError as error:

@@ -2,8 +2,9 @@
 
 Every request to ``/v1/answer/stream`` (POST with any body, as the web client sends it, or GET
 for curl and EventSource) replays the recorded events, with their recorded ids and pace, as
-SSE with the same framing and headers as ``serve``. The web client is at ``/``, so a
-front-end change can be checked against a real past answer without a model or a store.
+SSE with the same framing and headers as ``serve``. The web client is at ``/``, and the limits
+it reads at ``/v1/limits`` (the settings'), so a front-end change can be checked against a
+real past answer without a model or a store.
 """
 
 from __future__ import annotations
@@ -14,9 +15,12 @@ import anyio
 from fastapi import FastAPI
 from sse_starlette import EventSourceResponse
 
+from app._deps import share
 from app._errors import add_error_handlers
+from app._native_api import KEEP_ALIVE_S, STREAM_HEADERS, limits_router
+from app._server_settings import ServerSettings
 from app._web import add_web_client
-from app.server import KEEP_ALIVE_S, STREAM_HEADERS, add_body_limits, add_cors
+from app.server import add_body_limits, add_cors
 from callbacks.events import Event, to_sse
 from callbacks.replay import paced
 from pipelines.core.settings import Settings
@@ -25,12 +29,13 @@ __all__ = ["create_replay_app"]
 
 
 def create_replay_app(
-    events: Sequence[Event], *, speed: float | None, settings: Settings
+    events: Sequence[Event], *, speed: float | None, settings: Settings, server: ServerSettings
 ) -> FastAPI:
     """An app that streams ``events``; ``speed`` divides the recorded gaps, None is instant."""
     app = FastAPI(title="reactome-answers replay", summary="One recorded answer, replayed.")
-    add_body_limits(app, settings)
-    add_cors(app, settings)
+    share(app, settings, server)
+    add_body_limits(app, server)
+    add_cors(app, server)
     add_error_handlers(app)
 
     async def frames() -> AsyncIterator[bytes]:
@@ -44,5 +49,6 @@ def create_replay_app(
     async def answer_stream() -> EventSourceResponse:
         return EventSourceResponse(frames(), headers=STREAM_HEADERS, ping=KEEP_ALIVE_S)
 
+    app.include_router(limits_router)
     add_web_client(app)
     return app

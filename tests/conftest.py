@@ -66,9 +66,9 @@ def minilm(model_cache: Path) -> Embeddings:
 def sample_home(tmp_path_factory: pytest.TempPathFactory, minilm: Embeddings) -> Iterator[Path]:
     """A home folder with the sample corpus ingested into a real Chroma folder, built once."""
     from pipelines.catalog import bundled_dir
+    from pipelines.catalog.catalog import COLLECTION_NAMES
     from pipelines.core.settings import load_settings
     from pipelines.index.ingest import ingest, locate_files
-    from pipelines.index.store import COLLECTION_NAMES
 
     home = tmp_path_factory.mktemp("sample-home")
     settings = load_settings(home=home)

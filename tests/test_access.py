@@ -9,14 +9,23 @@ from pathlib import Path
 import httpx
 import openai
 import pytest
+from fastapi import APIRouter, FastAPI
+from fastapi.routing import iter_route_contexts
+from fastapi.testclient import TestClient
+from langchain_core.language_models import FakeListChatModel
 
-from app._access import RateLimiter
+from app._access import AnswerCap, AnswerRoute, AnswerSlots, RateLimiter, answer_paths
+from app._server_settings import load_server_settings
+from app.server import create_app
 from pipelines.core.errors import ConfigurationError
 from pipelines.core.settings import load_settings
+from pipelines.pipeline import AnswerPipeline
 from tests.support.fake_openai import fake_chat
 from tests.support.invariants import check_stream
 from tests.support.servers import Served, serve_command
 from tests.support.sse import parse_sse
+
+pytestmark = pytest.mark.slow  # a `serve` subprocess with keys, and the OpenAI client
 
 QUESTION = "What causes Tangier disease?"
 KEYS = ["first-key-7f3a9c", "second-key-41be02"]
@@ -45,8 +54,8 @@ def _bearer(key: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {key}"}
 
 
-def test_the_page_and_health_need_no_key(keyed: Served) -> None:
-    for path in ("/", "/healthz", "/static/client.js"):
+def test_the_page_health_and_limits_need_no_key(keyed: Served) -> None:
+    for path in ("/", "/healthz", "/v1/limits", "/static/client.js"):
         assert httpx.get(f"{keyed.base}{path}", timeout=30).status_code == 200, path
 
 
@@ -105,11 +114,11 @@ def test_the_openai_client_sends_its_key_as_ours(keyed: Served) -> None:
 
 def test_unusable_key_settings_are_clear_and_never_show_a_key(tmp_path: Path) -> None:
     with pytest.raises(ConfigurationError, match="no key"):
-        load_settings(api_keys=" , ")
+        load_server_settings(api_keys=" , ")
     with pytest.raises(ConfigurationError, match="cannot be read") as missing:
-        load_settings(api_keys=f"@{tmp_path / 'absent.txt'}")
+        load_server_settings(api_keys=f"@{tmp_path / 'absent.txt'}")
     assert "absent.txt" in str(missing.value)
-    settings = load_settings(api_keys=f"{KEYS[0]},{KEYS[1]}")
+    settings = load_server_settings(api_keys=f"{KEYS[0]},{KEYS[1]}")
     assert KEYS[0] not in repr(settings)
     assert KEYS[0] not in settings.model_dump_json()
 
@@ -164,6 +173,48 @@ def test_answers_over_the_cap_get_429_at_once_and_the_rest_finish(sample_home: P
     for response in admitted:
         done = check_stream(parse_sse(response.text))
         assert done.data.state == "answered"
+
+
+def test_every_route_that_answers_takes_a_slot(tmp_path: Path) -> None:
+    settings = load_settings(home=tmp_path, event_logs=False)
+    pipeline = AnswerPipeline(settings, answer_model=FakeListChatModel(responses=["x"]),
+                              expander_model=FakeListChatModel(responses=["{}"]))  # fmt: skip
+    app = create_app(settings, pipeline=pipeline)
+    posts = {
+        context.path
+        for context in iter_route_contexts(app.routes)
+        if "POST" in (context.methods or ())
+    }
+    # Every POST route answers a question, and each is capped; nothing else is.
+    assert answer_paths(app.routes) == posts
+    assert posts == {"/v1/answer", "/v1/answer/stream", "/v1/chat/completions", "/api/chat"}
+
+
+def test_a_route_added_to_an_answering_router_is_capped() -> None:
+    answering = APIRouter(route_class=AnswerRoute)
+    surface = APIRouter()
+
+    @answering.post("/v1/answer/new")
+    async def new_answer() -> dict[str, str]:
+        return {"text": "answered"}
+
+    @surface.post("/v1/feedback")
+    async def feedback() -> dict[str, str]:
+        return {"thanks": "noted"}
+
+    surface.include_router(answering)
+    app = FastAPI()
+    app.include_router(surface)
+    assert answer_paths(app.routes) == {"/v1/answer/new"}
+
+    slots = AnswerSlots(1)
+    assert slots.try_take()  # the one slot is busy with another answer
+    app.add_middleware(AnswerCap, slots=slots, paths=answer_paths(app.routes))
+    with TestClient(app) as client:
+        refused = client.post("/v1/answer/new")
+        assert refused.status_code == 429
+        assert refused.json()["error"]["code"] == "too_many_answers"
+        assert client.post("/v1/feedback").status_code == 200
 
 
 # --- the rate limit ----------------------------------------------------------------------------

@@ -16,14 +16,14 @@ from callbacks.events import CitationEvent, DoneEvent, TokenEvent
 from callbacks.log import read_log
 from pipelines.core.settings import load_settings
 from pipelines.pipeline import AnswerPipeline
-from pipelines.pipeline._answer import REFUSAL_EVENT
+from pipelines.pipeline._request import REFUSAL_EVENT
 from pipelines.retrieval.advice import MARGIN, WEBSITE_THRESHOLD, AdviceGate, load_examples
 from pipelines.retrieval.expander import parse_expansion
 from pipelines.retrieval.retriever import ReactomeRetriever
 from tests.benchmarks._common import ADVICE_QUESTIONS, load_questions
 from tests.support.fake_pipeline import ABCA1, FakeRetriever
 from tests.support.invariants import check_stream
-from tests.test_questions import MUST_ANSWER, PERSONAL_CARE
+from tests.support.refusal_questions import MUST_ANSWER, PERSONAL_CARE
 
 # Written for this test: none is among the gate's examples (checked below).
 PARAPHRASED_ADVICE = [

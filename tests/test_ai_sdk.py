@@ -18,6 +18,8 @@ from app._links import reference_link
 from callbacks.events import Reference
 from tests.support.servers import Served, serve_command
 
+pytestmark = pytest.mark.slow  # a `serve` subprocess read by the AI SDK in Node.js
+
 READER = Path(__file__).parent / "ai_sdk" / "read_ui_stream.mjs"
 
 

@@ -32,6 +32,7 @@ from tests.support.sse import parse_sse
 # --- the HTTP API, fuzzed from its OpenAPI document -------------------------------------------
 
 
+@pytest.mark.slow  # every operation the schema allows, generated
 @pytest.mark.parametrize("mode", list(schemathesis.GenerationMode))
 def test_no_request_the_schema_allows_or_breaks_gets_a_server_error(
     fuzz_base: str, mode: schemathesis.GenerationMode
@@ -100,6 +101,7 @@ def stream_of(base: str, body: dict[str, Any]) -> tuple[str, list[Event]]:
     return response.text, parse_sse(response.text)  # strict: only our own frames
 
 
+@pytest.mark.slow  # a `serve` subprocess over a forged corpus
 def test_source_text_cannot_forge_events_markers_or_local_citations(forged_home: Path) -> None:
     with serve_command(forged_home) as served:
         body, events = stream_of(served.base, {"question": FORGED_QUESTION})
@@ -120,6 +122,7 @@ def test_source_text_cannot_forge_events_markers_or_local_citations(forged_home:
     assert all(url_problem(url) is None for url in urls)
 
 
+@pytest.mark.slow  # a `serve` subprocess over a forged corpus
 def test_model_output_cannot_forge_events_or_markers(
     forged_home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -13,6 +13,7 @@ import pytest
 from langchain_core.embeddings import Embeddings
 
 from pipelines.catalog import bundled_dir
+from pipelines.catalog.catalog import COLLECTION_NAMES
 from pipelines.core.settings import Settings, load_settings
 from pipelines.index import store
 from pipelines.index.chunk_table import ChunkTable, ChunkTableWriter
@@ -38,7 +39,7 @@ def home(tmp_path: Path, sample_home: Path) -> Path:
 def _table_folders(settings: Settings) -> dict[str, Path]:
     client = store.open_client(settings)
     folders = {}
-    for name in store.COLLECTION_NAMES:
+    for name in COLLECTION_NAMES:
         version = store.active_version(client, name)
         assert version is not None
         folders[name] = store.keyword_index_dir(settings, version.name)
@@ -97,7 +98,7 @@ def test_a_version_from_before_tables_gets_one_on_the_next_ingest(
 
     summaries = ingest(
         settings,
-        locate_files(bundled_dir(), store.COLLECTION_NAMES, required=True),
+        locate_files(bundled_dir(), COLLECTION_NAMES, required=True),
         embeddings=minilm,
     )
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import TypeVar
 
 from hypothesis import assume, given
@@ -15,51 +14,10 @@ from pipelines.citations.finalize import (
     finalize_citations,
     strip_out_of_range_markers,
 )
+from tests.support.marked_answers import Group, answers, render
 from tests.support.markup import ANY_MARKUP, MARKDOWN_PIECES
 
 T = TypeVar("T")
-
-# Prose never contains brackets, backticks or "(" so that every bracket in a generated answer
-# is one of our markers, and the oracle below can read them with a plain regex.
-_PROSE_ALPHABET = st.sampled_from(list("abcXYZ019 \t\n.,;:!?)-é"))
-
-
-@dataclass(frozen=True)
-class Group:
-    items: tuple[tuple[int, int], ...]
-    text: str
-
-
-@st.composite
-def groups(draw: st.DrawFn, n_sources: int) -> Group:
-    number = st.one_of(st.integers(0, n_sources + 3), st.integers(10**12, 10**30))
-    items = []
-    rendered = []
-    for _ in range(draw(st.integers(1, 4))):
-        low = draw(number)
-        if draw(st.booleans()):
-            high = low + draw(st.integers(0, 3))
-            dash = draw(st.sampled_from(["-", "\u2013", " - "]))
-            rendered.append(f"{low}{dash}{high}")
-        else:
-            high = low
-            rendered.append(str(low))
-        items.append((low, high))
-    separator = draw(st.sampled_from([",", ", ", " , "]))
-    return Group(tuple(items), "[" + separator.join(rendered) + "]")
-
-
-@st.composite
-def answers(draw: st.DrawFn) -> tuple[int, list[str | Group]]:
-    n_sources = draw(st.integers(0, 12))
-    # A group followed by ":" at a line start is a link reference definition, not a marker.
-    prose = st.text(_PROSE_ALPHABET, min_size=1, max_size=12).filter(lambda s: s[0] != ":")
-    segments = draw(st.lists(st.one_of(prose, groups(n_sources)), max_size=25))
-    return n_sources, segments
-
-
-def render(segments: list[str | Group]) -> str:
-    return "".join(s if isinstance(s, str) else s.text for s in segments)
 
 
 def clusters(segments: list[str | Group]) -> list[list[Group]]:

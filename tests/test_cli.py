@@ -9,8 +9,11 @@ import sys
 from pathlib import Path
 
 import jsonschema
+import pytest
 
 from callbacks.events import event_json_schema
+
+pytestmark = pytest.mark.slow  # the installed command in a subprocess, per test
 
 SCRIPT = Path(sys.executable).parent / "reactome-answers"
 

@@ -388,6 +388,7 @@ def test_the_installed_command_lists_the_logs_of_the_home_given(
     assert [row["request_id"] for row in json.loads(result.stdout)] == ["in-elsewhere"]
 
 
+@pytest.mark.slow  # `ingest` by the installed command
 @pytest.mark.parametrize(
     "where",
     [

@@ -7,9 +7,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from callbacks.log import read_log
 from pipelines.retrieval.retriever import EXPANSION
 from tests.support.cli import cli
+
+pytestmark = pytest.mark.slow  # every test runs the installed command over the real model
 
 FIRST = "What does ABCA1 do?"
 FOLLOW_UP = "What disease does a defect in it cause?"

@@ -3,28 +3,34 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from langchain_core.documents import Document
 
 from pipelines.catalog import bundled_dir
-from pipelines.catalog.catalog import catalog_for, catalog_from_path, load_definitions
+from pipelines.catalog.catalog import (
+    COLLECTION_NAMES,
+    catalog_for,
+    catalog_from_path,
+    load_definitions,
+)
 from pipelines.catalog.loaders.reactome import PATHWAYS_FILE, RELATION_FILE, SUMMATION_FILE
 from pipelines.catalog.loaders.userguide import PAGE_SUFFIXES, SOURCES_FILE
 from pipelines.catalog.loaders.variants import VARIANTS_FILE
 from pipelines.citations.sources import number_sources
 from pipelines.core.settings import load_settings
-from pipelines.index import store
 from pipelines.index.ingest import chunk_documents, locate_files, sample_files
 
 
 def test_one_definition_per_collection() -> None:
     definitions = load_definitions(bundled_dir())
-    assert tuple(sorted(definitions)) == tuple(sorted(store.COLLECTION_NAMES))
+    assert tuple(sorted(definitions)) == tuple(sorted(COLLECTION_NAMES))
     assert all(len(d.description) > 40 for d in definitions.values())
     # Declared order, not the folders' alphabetical order, is the order of ingest and listing.
-    assert store.COLLECTION_NAMES == ("reactome", "disease_variants", "userguide")
+    assert COLLECTION_NAMES == ("reactome", "disease_variants", "userguide")
 
 
 def test_definitions_name_the_files_the_loaders_read() -> None:
@@ -44,7 +50,7 @@ def test_definitions_name_the_files_the_loaders_read() -> None:
 
 def test_sample_documents_are_cited_as_their_definition_says() -> None:
     definitions = load_definitions(bundled_dir())
-    sources = locate_files(bundled_dir(), store.COLLECTION_NAMES, required=True)
+    sources = locate_files(bundled_dir(), COLLECTION_NAMES, required=True)
     for name, collection_sources in sources.items():
         loaded = collection_sources.load()
         assert loaded.problems == []
@@ -53,7 +59,7 @@ def test_sample_documents_are_cited_as_their_definition_says() -> None:
 
 
 def test_sample_keeps_the_entities_the_demo_relies_on() -> None:
-    sources = locate_files(bundled_dir(), store.COLLECTION_NAMES, required=True)
+    sources = locate_files(bundled_dir(), COLLECTION_NAMES, required=True)
     reactome = {doc.key for doc in sources["reactome"].load().documents}
     assert {"R-HSA-5682113", "R-HSA-8862803"} <= reactome  # Tangier disease, CDK5/Alzheimer's
     variants = sources["disease_variants"].load().documents
@@ -114,3 +120,19 @@ def test_the_environment_is_read_as_the_settings_read_it(
     monkeypatch.setenv("reactome_answers_collections_path", str(tmp_path))
     assert load_settings().collections_path == str(tmp_path)
     assert "variants_copy" in catalog_for().names
+
+
+def test_importing_the_code_reads_no_collection_declaration() -> None:
+    """Importing any layer reads no collection.toml and runs no loader: a declaration that
+    cannot be read fails the command that needs it, not every import (a broken extra
+    collection must not stop `reactome-answers --help` or `logs list`)."""
+    probe = (
+        "import app.cli, app.server, pipelines.pipeline, pipelines.index.store, "
+        "pipelines.index.ingest, pipelines.retrieval, callbacks.replay\n"
+        "from pipelines.catalog import catalog\n"
+        "print(catalog._catalog.cache_info().misses, catalog._catalog_for_path.cache_info().misses)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=300
+    )
+    assert done.stdout.split() == ["0", "0"], done.stderr

@@ -69,6 +69,7 @@ def test_workers_and_concurrent_callers_give_each_text_its_vector_alone() -> Non
             assert cosine(got, want) > 0.9999
 
 
+@pytest.mark.slow  # derives the quantized model again
 def test_the_quantized_default_is_derived_once_and_agrees_with_the_packaged_model(
     tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:

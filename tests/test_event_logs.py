@@ -141,6 +141,7 @@ def test_logs_can_be_switched_off(isolated_home: Path) -> None:
     assert not (isolated_home / "logs").exists()
 
 
+@pytest.mark.slow  # the installed command, once per action
 def test_logs_and_replay_commands(isolated_home: Path, tmp_path: Path) -> None:
     pipeline, _, _ = make_pipeline([ABCA1, CDK5], "CDK5 [2] first, ABCA1 [1].")
     list(pipeline.stream("What does CDK5 do?", request_id="req-cli"))
@@ -178,6 +179,7 @@ def test_logs_and_replay_commands(isolated_home: Path, tmp_path: Path) -> None:
     assert altered.stdout.startswith("--- recorded")
 
 
+@pytest.mark.slow  # a `replay serve` subprocess
 def test_replay_serve_streams_the_recorded_events_as_sse(isolated_home: Path) -> None:
     pipeline, _, _ = make_pipeline([ABCA1, CDK5], "CDK5 [2] first, ABCA1 [1].")
     recorded = list(pipeline.stream("What does CDK5 do?", request_id="req-sse"))
@@ -205,6 +207,7 @@ def test_replay_pacing_follows_the_recorded_gaps() -> None:
     assert {pause for pause, _ in paced(events, None)} == {0.0}
 
 
+@pytest.mark.slow  # the installed command
 @pytest.mark.parametrize("speed", ["0", "-2", "fast", "inf"])
 def test_replay_refuses_a_speed_that_is_not_positive(isolated_home: Path, speed: str) -> None:
     result = cli(isolated_home, "replay", "--speed", speed, "any")
@@ -212,6 +215,7 @@ def test_replay_refuses_a_speed_that_is_not_positive(isolated_home: Path, speed:
     assert "positive number" in result.stderr
 
 
+@pytest.mark.slow  # the installed command
 def test_a_missing_or_broken_log_is_a_one_line_error(isolated_home: Path, tmp_path: Path) -> None:
     missing = cli(isolated_home, "replay", "--check", "no-such-request")
     assert missing.returncode == 1
@@ -225,6 +229,7 @@ def test_a_missing_or_broken_log_is_a_one_line_error(isolated_home: Path, tmp_pa
     assert len(result.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.slow  # two real answers by the installed command
 def test_no_log_option_writes_nothing(sample_home: Path, tmp_path: Path) -> None:
     home = tmp_path / "home"
     home.mkdir()
@@ -303,6 +308,7 @@ def test_a_request_prunes_old_logs_but_never_its_own(isolated_home: Path) -> Non
     assert recent[-1] not in remaining  # the oldest of the recent ones went over the count
 
 
+@pytest.mark.slow  # the installed command, three times
 def test_logs_prune_command(isolated_home: Path) -> None:
     folder = isolated_home / "logs"
     paths = fake_logs(folder, [1, 2, 3], datetime.now(UTC))

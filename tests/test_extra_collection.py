@@ -17,6 +17,8 @@ import pytest
 from tests.support.cli import cli
 from tests.support.servers import serve_command
 
+pytestmark = pytest.mark.slow  # the installed command with a fourth collection declared, per test
+
 GLOSSARY_TOML = """\
 name = "glossary"
 label = "the glossary"

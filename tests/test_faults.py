@@ -24,9 +24,9 @@ from callbacks.events import CitationEvent, ErrorEvent, Event, TokenEvent
 from callbacks.log import read_log
 from callbacks.replay import comparable
 from pipelines.catalog import bundled_dir
+from pipelines.catalog.catalog import COLLECTION_NAMES
 from pipelines.core.settings import load_settings
 from pipelines.index.ingest import ingest, locate_files
-from pipelines.index.store import COLLECTION_NAMES
 from pipelines.pipeline import AnswerPipeline
 from pipelines.retrieval.retriever import EXPANSION_FALLBACK
 from tests.support.fake_openai import Behaviour, FakeChat, fake_chat
@@ -86,6 +86,7 @@ def sse(base: str, question: str) -> tuple[str, list[Event]]:
 EXPECTED_CODE = {"fail_before": "model_failed", "fail_mid": "model_failed", "hang": "timeout"}
 
 
+@pytest.mark.slow  # a `serve` subprocess and the installed command, per failure
 @pytest.mark.parametrize("chat", list(EXPECTED_CODE), indirect=True)
 def test_a_failing_model_fails_every_surface_cleanly(sample_home: Path, chat: FakeChat) -> None:
     code = EXPECTED_CODE[chat.behaviour]
@@ -270,6 +271,7 @@ def _fails_with(base: str, code: str, status: int) -> None:
     assert response.json()["error"]["code"] == code
 
 
+@pytest.mark.slow  # a real Chroma server
 def test_a_chroma_server_losing_a_collection_then_stopping(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, minilm: Embeddings
 ) -> None:
@@ -307,6 +309,7 @@ def test_a_chroma_server_losing_a_collection_then_stopping(
         chroma.wait(timeout=30)
 
 
+@pytest.mark.slow  # the installed command and a `serve` subprocess
 def test_a_missing_embedding_model_is_a_clear_failure(
     sample_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

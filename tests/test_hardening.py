@@ -24,6 +24,8 @@ from tests.support.fake_pipeline import ABCA1, CDK5, make_pipeline
 from tests.support.servers import serve_command
 from tests.support.waiting import wait_until
 
+pytestmark = pytest.mark.slow  # `serve` subprocesses and the installed command
+
 QUESTION = "What does ABCA1 do in Tangier disease?"
 ONE_MB_BODY = json.dumps(
     {"question": QUESTION, "history": [{"role": "user", "content": "x" * 20_000}] * 50}

@@ -11,6 +11,7 @@ import pytest
 from langchain_core.embeddings import Embeddings
 
 from pipelines.catalog import bundled_dir
+from pipelines.catalog.catalog import COLLECTION_NAMES
 from pipelines.core.errors import ConfigurationError, InputError, NotIngestedError
 from pipelines.core.settings import Settings, load_settings
 from pipelines.index import store
@@ -32,7 +33,7 @@ def corpus(tmp_path: Path) -> Path:
 def run(
     settings: Settings, directory: Path, embeddings: Embeddings
 ) -> dict[str, CollectionSummary]:
-    sources = locate_files(directory, store.COLLECTION_NAMES, required=False)
+    sources = locate_files(directory, COLLECTION_NAMES, required=False)
     summaries = ingest(settings, sources, release="test", embeddings=embeddings)
     return {summary.name: summary for summary in summaries}
 
@@ -45,7 +46,7 @@ def test_sample_ingests_every_collection(
     settings: Settings, corpus: Path, minilm: Embeddings
 ) -> None:
     first = run(settings, corpus, minilm)
-    assert set(first) == set(store.COLLECTION_NAMES)
+    assert set(first) == set(COLLECTION_NAMES)
     assert first["reactome"].documents >= 40
     assert first["disease_variants"].documents >= 15
     assert first["userguide"].documents >= 6
@@ -73,7 +74,7 @@ def test_second_identical_run_changes_nothing(
 ) -> None:
     run(settings, corpus, minilm)
     client = store.open_client(settings)
-    versions = {name: store.active_version(client, name) for name in store.COLLECTION_NAMES}
+    versions = {name: store.active_version(client, name) for name in COLLECTION_NAMES}
     again = run(settings, corpus, minilm)
     for name, summary in again.items():
         assert counts(summary) == (0, 0, 0, summary.documents)

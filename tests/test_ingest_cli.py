@@ -20,6 +20,8 @@ from pipelines.catalog.download import download_release
 from pipelines.catalog.loaders._common import sha256_of
 from tests.support.servers import chroma_server
 
+pytestmark = pytest.mark.slow  # `ingest` by the installed command: sample, mirrors, release files
+
 BIN = Path(sys.executable).parent
 SUMMARY_FIELDS = (
     "added", "updated", "deleted", "unchanged", "skipped", "errors", "documents", "chunks",

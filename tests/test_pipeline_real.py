@@ -20,6 +20,7 @@ from callbacks.events import CitationEvent, DoneEvent, ErrorEvent, Event, parse_
 from pipelines.catalog import bundled_dir
 from pipelines.catalog.catalog import COLLECTION_NAMES
 from pipelines.core.errors import InputError
+from pipelines.core.options import RequestOptions
 from pipelines.core.settings import load_settings
 from pipelines.index import store
 from pipelines.index.ingest import ingest, locate_files
@@ -125,6 +126,7 @@ def cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )  # fmt: skip
 
 
+@pytest.mark.slow  # the installed command
 def test_ask_prints_the_answer_then_its_sources(sample_home: Path) -> None:
     result = cli(sample_home, "ask", "What causes Tangier disease?")
     assert result.returncode == 0, result.stderr
@@ -135,6 +137,7 @@ def test_ask_prints_the_answer_then_its_sources(sample_home: Path) -> None:
     )
 
 
+@pytest.mark.slow  # the installed command
 def test_ask_events_for_a_website_question(sample_home: Path) -> None:
     # The issue's own check: zero citation events, and a done with no references.
     result = cli(sample_home, "ask", "--events", "How do I use the pathway browser?")
@@ -150,6 +153,7 @@ def test_ask_events_for_a_website_question(sample_home: Path) -> None:
     assert any(isinstance(e, CitationEvent) and e.data.url for e in events)
 
 
+@pytest.mark.slow  # the installed command
 def test_ask_json_is_the_done_data_with_request_id(sample_home: Path) -> None:
     result = cli(sample_home, "ask", "--json", "What does IDH1 R132H do?")
     assert result.returncode == 0, result.stderr
@@ -158,6 +162,7 @@ def test_ask_json_is_the_done_data_with_request_id(sample_home: Path) -> None:
     assert data["state"] == "answered"
 
 
+@pytest.mark.slow  # the installed command, per failure
 def test_ask_failures_are_one_line(tmp_path: Path) -> None:
     result = cli(tmp_path / "nothing-here", "ask", "What causes Tangier disease?")
     assert result.returncode == 1
@@ -221,9 +226,12 @@ def test_every_ranking_finds_the_pathway(pipeline: AnswerPipeline, ranking: Rank
 
 def test_extra_collections_must_be_declared(pipeline: AnswerPipeline) -> None:
     with pytest.raises(InputError, match="reactions"):
-        pipeline.retriever.invoke("ABCA1", collections=["reactome", "reactions"])
+        pipeline.retriever.invoke(
+            "ABCA1", options=RequestOptions(collections=("reactome", "reactions"))
+        )
 
 
+@pytest.mark.slow  # ingests the sample twice more
 def test_a_new_ingest_under_a_running_retriever(tmp_path: Path, minilm: Embeddings) -> None:
     # The retriever remembers each collection's live version for a few seconds; an ingest
     # that replaces it (and deletes the old one) in that time must not fail a question.
@@ -255,6 +263,7 @@ def _removed_files_open(home: Path) -> list[str]:
     return found
 
 
+@pytest.mark.slow  # ingests the sample twice more
 def test_a_search_pinned_to_a_replaced_version_keeps_none_of_its_files(
     tmp_path: Path, minilm: Embeddings
 ) -> None:
@@ -269,7 +278,9 @@ def test_a_search_pinned_to_a_replaced_version_keeps_none_of_its_files(
     pipeline = AnswerPipeline(settings, embeddings=minilm)
     retriever = pipeline.own_retriever
     assert retriever is not None
-    pinned = {name: str(row["version"]) for name, row in pipeline.collection_releases().items()}
+    pinned = {
+        name: str(row["version"]) for name, row in pipeline.operator.collection_releases().items()
+    }
 
     summary = corpus / "reactome" / "pathway2summation.txt"
     summary.write_text(summary.read_text(encoding="utf-8").replace("Tangier", "Tangier (TD)"))
@@ -277,7 +288,9 @@ def test_a_search_pinned_to_a_replaced_version_keeps_none_of_its_files(
     # The retriever looks the live version up every few seconds: once it has seen the new
     # one, the next search reopens the store and lets go of what it held.
     wait_until(
-        lambda: pipeline.collection_releases()["reactome"]["version"] != pinned["reactome"],
+        lambda: (
+            pipeline.operator.collection_releases()["reactome"]["version"] != pinned["reactome"]
+        ),
         every_s=0.5,
         what="the new version seen",
     )

@@ -23,6 +23,7 @@ from urllib.parse import unquote, urlsplit
 import pytest
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
+from pydantic.fields import FieldInfo
 
 from pipelines.citations.finalize import finalize_citations, strip_out_of_range_markers
 
@@ -126,20 +127,28 @@ def settings_rows() -> list[list[str]]:
     ]
 
 
-def test_every_setting_is_in_the_settings_table() -> None:
+def every_setting() -> dict[str, FieldInfo]:
+    """Each setting's field by its environment variable: the pipeline's and the server's."""
+    from app._server_settings import ServerSettings
     from pipelines.core.settings import Settings, env_var_for
 
+    return {
+        env_var_for(field, kind): info
+        for kind in (Settings, ServerSettings)
+        for field, info in kind.model_fields.items()
+    }
+
+
+def test_every_setting_is_in_the_settings_table() -> None:
     listed = {name for row in settings_rows() for name in re.findall(r"`([A-Z_]+)`", row[0])}
-    missing = {env_var_for(field) for field in Settings.model_fields} - listed
+    missing = set(every_setting()) - listed
     assert not missing, f"the settings table in docs/operations.md lacks {sorted(missing)}"
-    unknown = listed - {env_var_for(field) for field in Settings.model_fields}
+    unknown = listed - set(every_setting())
     assert not unknown, f"the settings table lists {sorted(unknown)}, which are no settings"
 
 
 def test_the_settings_table_gives_the_real_defaults() -> None:
-    from pipelines.core.settings import Settings, env_var_for
-
-    field_for = {env_var_for(field): field for field in Settings.model_fields}
+    settings = every_setting()
     checked = 0
     for variables, _option, default_cell, _meaning in settings_rows():
         names = re.findall(r"`([A-Z_]+)`", variables)
@@ -147,7 +156,7 @@ def test_the_settings_table_gives_the_real_defaults() -> None:
         if len(cells) != len(names):
             cells = [default_cell] * len(names)
         for name, cell in zip(names, cells, strict=True):
-            info = Settings.model_fields[field_for[name]]
+            info = settings[name]
             if info.default_factory is not None:
                 continue  # computed (the home folder): described, not a literal
             default = info.default
@@ -166,10 +175,15 @@ def test_the_settings_table_gives_the_real_defaults() -> None:
 
 
 def test_every_variable_the_documents_name_exists() -> None:
-    from pipelines.core.settings import ENV_PREFIX, Settings, env_var_for
+    from app._server_settings import ServerSettings
+    from pipelines.core.settings import ENV_PREFIX, Settings
 
-    known = {env_var_for(field) for field in Settings.model_fields}
-    known |= {f"{ENV_PREFIX}{field.upper()}" for field in Settings.model_fields}
+    known = set(every_setting())
+    known |= {
+        f"{ENV_PREFIX}{field.upper()}"
+        for kind in (Settings, ServerSettings)
+        for field in kind.model_fields
+    }
     for path in documents():
         named = set(re.findall(rf"\b{ENV_PREFIX}[A-Z_]*[A-Z]\b", text_of(path)))
         assert named <= known, f"{path.name} names unknown variables {sorted(named - known)}"

@@ -48,6 +48,7 @@ def test_ordinary_text_is_left_alone() -> None:
     assert redact_secrets(text) == text
 
 
+@pytest.mark.slow  # a `serve` subprocess
 def test_a_servers_own_key_pasted_into_a_question_is_kept_out_of_its_stream_and_log(
     sample_home: Path, tmp_path: Path
 ) -> None:

@@ -18,17 +18,20 @@ from typing import Any
 
 import chromadb
 import httpx
+import pytest
 from langchain_core.embeddings import Embeddings
 
 from callbacks.log import read_log
 from pipelines.catalog import bundled_dir
+from pipelines.catalog.catalog import COLLECTION_NAMES
 from pipelines.core.settings import load_settings
 from pipelines.index.ingest import ingest, locate_files
-from pipelines.index.store import COLLECTION_NAMES
 from tests.support.fake_openai import fake_chat
 from tests.support.invariants import check_stream
 from tests.support.servers import chroma_server, serve_command
 from tests.support.sse import parse_sse
+
+pytestmark = pytest.mark.slow  # a Chroma server, and 100 streams through a release swap
 
 STREAMS = 100
 QUESTIONS = [

@@ -20,6 +20,7 @@ from callbacks.events import ErrorEvent, Event, parse_event
 from callbacks.log import read_log
 from pipelines.core.settings import load_settings
 from pipelines.pipeline import AnswerPipeline
+from tests.support.cli import cli
 from tests.support.fakes import ScriptedStream
 from tests.support.invariants import check_stream
 from tests.support.servers import serve, serve_command
@@ -81,7 +82,7 @@ def test_options_reach_the_pipeline(base_url: str) -> None:
         ({"question": ""}, "question: is empty or only white space; ask a question"),
         ({"question": "q", "colour": "red"}, "colour: Extra inputs are not permitted"),
         ({"question": "q", "collections": ["pathways"]}, "collections.0: Input should be"),
-        ({"question": "q" * 2001}, "question: 2,001 characters; the limit is 2,000"),
+        ({"question": "q" * 2001}, "The question is 2,001 characters; the limit is 2,000."),
     ],
 )
 def test_bad_requests_are_422_with_a_message(
@@ -93,6 +94,56 @@ def test_bad_requests_are_422_with_a_message(
         error = response.json()["error"]
         assert error["code"] == "bad_input"
         assert message in error["message"]
+
+
+def test_the_limits_a_client_reads_are_the_ones_kept(base_url: str) -> None:
+    limits = httpx.get(f"{base_url}/v1/limits").json()
+    assert limits == {"max_question_chars": 2000, "max_turns": 50, "max_turn_chars": 20_000}
+    most, turns, longest = (limits[name] for name in ("max_question_chars", "max_turns",
+                                                      "max_turn_chars"))  # fmt: skip
+
+    def status(question_chars: int, turn_chars: list[int]) -> int:
+        history = [{"role": "user", "content": "x" * chars} for chars in turn_chars]
+        body = {"question": "q" * question_chars, "history": history}
+        return httpx.post(f"{base_url}/v1/answer", json=body, timeout=120).status_code
+
+    # Every limit reached at once (one turn at its longest, so that the body stays under its
+    # own limit) is answered; one over any of them is refused.
+    assert status(most, [longest] + [1] * (turns - 1)) == 200
+    assert status(most + 1, []) == 422
+    assert status(10, [1] * (turns + 1)) == 422
+    assert status(10, [longest + 1]) == 422
+
+
+def test_the_limits_follow_the_settings(tmp_path: Path) -> None:
+    settings = load_settings(home=tmp_path / "empty", max_question_chars=300)
+    pipeline = AnswerPipeline(settings, answer_model=FakeListChatModel(responses=["x"]),
+                              expander_model=FakeListChatModel(responses=["x"]))  # fmt: skip
+    for base in serve(create_app(settings, pipeline=pipeline)):
+        assert httpx.get(f"{base}/v1/limits").json()["max_question_chars"] == 300
+
+
+@pytest.mark.slow  # the installed command too
+def test_a_too_long_question_is_refused_in_the_same_words_everywhere(
+    base_url: str, sample_home: Path
+) -> None:
+    question = "Why? " * 401
+    said = "The question is 2,005 characters; the limit is 2,000. Ask something shorter."
+    messages = {
+        "/v1/answer": {"question": question},
+        "/v1/answer/stream": {"question": question},
+        "/v1/chat/completions": {"messages": [{"role": "user", "content": question}]},
+        "/api/chat": {
+            "messages": [{"role": "user", "parts": [{"type": "text", "text": question}]}]
+        },
+    }
+    heard = {
+        path: httpx.post(f"{base_url}{path}", json=body, timeout=30).json()["error"]["message"]
+        for path, body in messages.items()
+    }
+    asked = cli(sample_home, "--no-log", "ask", question)
+    heard["ask"] = asked.stdout.strip()
+    assert heard == dict.fromkeys(heard, said)
 
 
 def test_oversized_body_is_413(base_url: str) -> None:
@@ -149,6 +200,7 @@ def test_concurrent_streams_stay_separate(base_url: str) -> None:
     assert len(ids) == len(questions)
 
 
+@pytest.mark.slow  # waits out request limits
 def test_disconnect_cancels_generation_and_timeouts_fail_cleanly(
     sample_home: Path, minilm: Embeddings
 ) -> None:
@@ -197,6 +249,7 @@ def test_disconnect_cancels_generation_and_timeouts_fail_cleanly(
         assert [e.data.code for e in events if isinstance(e, ErrorEvent)] == ["timeout"]
 
 
+@pytest.mark.slow  # a `serve` subprocess
 def test_serve_command_starts_the_api(sample_home: Path) -> None:
     with serve_command(sample_home) as served:
         assert httpx.get(f"{served.base}/healthz").json()["status"] == "ok"
@@ -213,18 +266,18 @@ def test_housekeeping_that_fails_keeps_running_and_never_stops_the_server(
 
     calls: list[float] = []
 
-    class Breaking(AnswerPipeline):
-        def remove_retired_versions(self) -> None:
-            calls.append(time.monotonic())
-            raise RuntimeError("the store went away")
+    def breaking() -> None:
+        calls.append(time.monotonic())
+        raise RuntimeError("the store went away")
 
     monkeypatch.setattr(app.server, "RETIRED_EVERY_S", 0.01)
-    pipeline = Breaking(
+    pipeline = AnswerPipeline(
         load_settings(event_logs=False),
         answer_model=FakeListChatModel(responses=["unused"]),
         expander_model=FakeListChatModel(responses=["{}"]),
         retriever=RunnableLambda(lambda _question: []),
     )
+    monkeypatch.setattr(pipeline.operator, "remove_retired_versions", breaking)
     for _ in serve(create_app(pipeline.settings, pipeline=pipeline)):
         deadline = time.monotonic() + 120
         while len(calls) < 3 and time.monotonic() < deadline:

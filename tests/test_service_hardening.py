@@ -27,6 +27,8 @@ from pipelines.pipeline import AnswerPipeline
 from tests.support.fake_openai import FakeChat, fake_chat
 from tests.support.servers import Served, serve, serve_command
 
+pytestmark = pytest.mark.slow  # a `serve` subprocess, slow and stalled clients
+
 QUESTION = "What causes Tangier disease?"
 KEY = "only-key-5c81e0"
 
@@ -303,17 +305,19 @@ def test_wrong_keys_from_one_address_are_slowed_down(sample_home: Path) -> None:
 # --- 7. an unhandled error is a 500 in our shape, and counted as one ------------------------
 
 
-def test_an_unhandled_error_is_a_json_500_and_counted_as_500() -> None:
-    class Broken(AnswerPipeline):
-        def store_client(self) -> object:
-            raise RuntimeError("a bug")
+def test_an_unhandled_error_is_a_json_500_and_counted_as_500(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def broken() -> object:
+        raise RuntimeError("a bug")
 
-    pipeline = Broken(
+    pipeline = AnswerPipeline(
         load_settings(event_logs=False),
         answer_model=FakeListChatModel(responses=["unused"]),
         expander_model=FakeListChatModel(responses=["{}"]),
         retriever=RunnableLambda(lambda _question: []),
     )
+    monkeypatch.setattr(pipeline.operator, "store_client", broken)
     for base in serve(create_app(pipeline.settings, pipeline=pipeline)):
         reply = httpx.get(f"{base}/v1/collections", timeout=30)
         assert reply.status_code == 500

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
+from app._server_settings import ServerSettings, load_server_settings
 from pipelines.core.errors import ConfigurationError, ReactomeAnswersError
 from pipelines.core.settings import Settings, default_home, env_var_for, load_settings
+from tests.support.cli import cli
 
 
 def test_tests_never_touch_the_users_home(isolated_home: Path) -> None:
@@ -149,7 +155,89 @@ def test_a_misspelt_variable_is_not_ignored(monkeypatch: pytest.MonkeyPatch) -> 
     assert "REACTOME_ANSWERS_CITE_URLS" in str(caught.value)
 
 
+@pytest.mark.slow  # a Python subprocess per variable
+@pytest.mark.parametrize("variable", ["REACTOME_ANSWERS_API_KEYS", "REACTOME_ANSWERS_CITEURLS"])
+def test_a_program_using_the_pipeline_alone_is_told_of_a_variable_it_does_not_read(
+    variable: str,
+) -> None:
+    # Without app imported, the server's variables are unknown: a Python program beside a
+    # server (one environment for both) is warned, not stopped, and a typo is still named.
+    probe = (
+        "import warnings\n"
+        "import pipelines.pipeline\n"
+        "from pipelines.core.settings import load_settings\n"
+        "with warnings.catch_warnings(record=True) as seen:\n"
+        "    warnings.simplefilter('always')\n"
+        "    load_settings()\n"
+        "print('|'.join(str(w.message) for w in seen))\n"
+    )
+    env = {**os.environ, variable: "x"}
+    done = subprocess.run(
+        [sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    assert f"unknown environment variable(s) {variable}" in done.stdout
+
+
 def test_error_names_the_variable_the_user_set(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("REACTOME_ANSWERS_CHROMA_PORT", "x")
     with pytest.raises(ConfigurationError, match="REACTOME_ANSWERS_CHROMA_PORT"):
         load_settings()
+
+
+# --- the HTTP server's settings -----------------------------------------------------------------
+
+SERVER_VARIABLES = {
+    "REACTOME_ANSWERS_MAX_BODY_BYTES": ("max_body_bytes", "131072", 131_072, 65_536),
+    "REACTOME_ANSWERS_HEADER_TIMEOUT_S": ("header_timeout_s", "20", 20.0, 10.0),
+    "REACTOME_ANSWERS_BODY_TIMEOUT_S": ("body_timeout_s", "40", 40.0, 30.0),
+    "REACTOME_ANSWERS_KEEP_ALIVE_S": ("keep_alive_s", "7", 7, 5),
+    "REACTOME_ANSWERS_MAX_CONNECTIONS": ("max_connections", "50", 50, 1000),
+    "REACTOME_ANSWERS_CORS_ORIGINS": ("cors_origins", "https://a.example", "https://a.example", ""),
+    "REACTOME_ANSWERS_MAX_CONCURRENT_ANSWERS": ("max_concurrent_answers", "8", 8, 0),
+    "REACTOME_ANSWERS_RATE_LIMIT": ("rate_limit", "60", 60, 0),
+    "REACTOME_ANSWERS_AUTH_FAILURES_PER_MINUTE": ("auth_failures_per_minute", "5", 5, 30),
+    "REACTOME_ANSWERS_FORWARDED_ALLOW_IPS": ("forwarded_allow_ips", "10.0.0.1", "10.0.0.1", ""),
+    "REACTOME_ANSWERS_OPENAI_SOURCES": ("openai_sources", "false", False, True),
+}
+
+
+def test_the_servers_settings_keep_their_variables_and_defaults(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    defaults = load_server_settings()
+    assert defaults.api_key_set == frozenset()
+    for name, (field, text, _value, default) in SERVER_VARIABLES.items():
+        assert env_var_for(field, ServerSettings) == name
+        assert getattr(defaults, field) == default, name
+        monkeypatch.setenv(name, text)
+    monkeypatch.setenv("REACTOME_ANSWERS_API_KEYS", "first-key-7f3a9c,second-key-41be02")
+    server = load_server_settings()
+    for name, (field, _text, value, _default) in SERVER_VARIABLES.items():
+        assert getattr(server, field) == value, name
+    assert server.api_key_set == {"first-key-7f3a9c", "second-key-41be02"}
+    # The pipeline's settings carry none of them, and do not take them for typos.
+    assert not set(Settings.model_fields) & set(ServerSettings.model_fields)
+    assert load_settings().max_question_chars == 2000
+
+
+def test_a_bad_server_setting_names_its_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("REACTOME_ANSWERS_MAX_BODY_BYTES", "12")
+    with pytest.raises(ConfigurationError, match="REACTOME_ANSWERS_MAX_BODY_BYTES"):
+        load_server_settings()
+    monkeypatch.setenv("REACTOME_ANSWERS_RATELIMIT", "60")
+    for load in (load_settings, load_server_settings):
+        with pytest.raises(ConfigurationError, match="REACTOME_ANSWERS_RATELIMIT"):
+            load()
+
+
+def test_every_command_reports_a_bad_server_setting_and_config_shows_them(
+    isolated_home: Path,
+) -> None:
+    refused = cli(isolated_home, "ask", "Hi?", env={"REACTOME_ANSWERS_RATE_LIMIT": "many"})
+    assert refused.returncode == 1
+    assert "REACTOME_ANSWERS_RATE_LIMIT" in refused.stderr
+    shown = json.loads(
+        cli(isolated_home, "config", env={"REACTOME_ANSWERS_RATE_LIMIT": "60"}).stdout
+    )
+    assert (shown["rate_limit"], shown["llm"]) == (60, "extractive")

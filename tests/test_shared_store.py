@@ -12,11 +12,13 @@ import pytest
 from langchain_core.embeddings import Embeddings
 
 from pipelines.catalog import bundled_dir
+from pipelines.catalog.catalog import COLLECTION_NAMES
 from pipelines.core.settings import load_settings
 from pipelines.index.ingest import ingest, locate_files
-from pipelines.index.store import COLLECTION_NAMES
 from pipelines.pipeline import AnswerPipeline
 from tests.support.servers import chroma_server, serve_command
+
+pytestmark = pytest.mark.slow  # a real Chroma server, ingested, and `serve` subprocesses over it
 
 # Each of these ranks differently by vectors alone than with the keyword index (checked when
 # this test was written), so an instance that lost its keyword index would give itself away.

@@ -23,6 +23,8 @@ from pipelines.core.tokens import count_tokens
 from tests.support.cli import cli
 from tests.support.servers import serve_command
 
+pytestmark = pytest.mark.slow  # the installed command and `serve` over odd text, each encoding
+
 QUESTION = "What causes \ufffd Tangier disease?"
 ASCII = {"PYTHONIOENCODING": "ascii"}
 

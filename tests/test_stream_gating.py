@@ -21,8 +21,10 @@ from langchain_core.outputs import ChatGenerationChunk
 from langchain_core.runnables import RunnableLambda
 
 from callbacks.events import CitationEvent, DoneEvent, ErrorEvent, Event, TokenData, TokenEvent
+from pipelines.core.options import RequestOptions
 from pipelines.core.settings import load_settings
-from pipelines.pipeline import NOTHING_FOUND, AnswerPipeline
+from pipelines.pipeline import AnswerPipeline, nothing_found_text
+from pipelines.pipeline._request import AnswerRequest
 from tests.support.fake_pipeline import ABCA1, CDK5, GUIDE, VARIANT, FakeRetriever, make_pipeline
 from tests.support.invariants import check_stream
 
@@ -254,7 +256,7 @@ def test_nothing_retrieved_is_nothing_found_without_a_model_call() -> None:
     assert isinstance(done, DoneEvent)
     assert (done.data.state, done.data.text, done.data.references) == (
         "nothing_found",
-        NOTHING_FOUND,
+        nothing_found_text(),
         [],
     )
     assert retriever.calls == 1
@@ -347,18 +349,20 @@ def test_the_chain_works_with_langchains_own_astream_events() -> None:
 
 
 @pytest.mark.parametrize("after_tokens", [0, 3])
-def test_work_that_dies_without_done_still_ends_the_stream_with_done(after_tokens: int) -> None:
+def test_work_that_dies_without_done_still_ends_the_stream_with_done(
+    after_tokens: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A bug that ends the work without its done (here: the request's work raising past
     every handler) still gives the caller an error and a done, after what was sent."""
 
-    class Dying(AnswerPipeline):
-        async def _run(self, handler: Any, inputs: dict[str, Any]) -> None:
-            for number in range(after_tokens):
-                handler._send(TokenEvent, TokenData(text=f"t{number} "))
-            await asyncio.sleep(0)
-            raise RuntimeError("the work broke")
+    async def dying(_self: AnswerRequest, handler: Any, _options: RequestOptions) -> None:
+        for number in range(after_tokens):
+            handler._send(TokenEvent, TokenData(text=f"t{number} "))
+        await asyncio.sleep(0)
+        raise RuntimeError("the work broke")
 
-    pipeline = Dying(
+    monkeypatch.setattr(AnswerRequest, "_run", dying)
+    pipeline = AnswerPipeline(
         load_settings(event_logs=False),
         answer_model=FakeListChatModel(responses=["unused"]),
         expander_model=FakeListChatModel(responses=["{}"]),

@@ -19,6 +19,7 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.language_models import BaseChatModel, FakeListChatModel
 from playwright.sync_api import sync_playwright
 
+from app._web import WEB_DIR
 from app.server import create_app
 from callbacks.events import (
     CitationEvent,
@@ -35,6 +36,8 @@ from tests.support.fakes import ScriptedStream
 from tests.support.forged import FORGED_QUESTION, build_forged_home
 from tests.support.invariants import check_stream
 from tests.support.servers import serve, serve_command
+
+pytestmark = pytest.mark.slow  # Chromium driven by Playwright, over real servers
 
 CHROMIUM = Path("/usr/bin/chromium")
 # Without the networking flags Chromium keeps dialling Google's hosts, which this closed
@@ -224,8 +227,16 @@ def test_the_page_is_served_only_with_its_policy(served: str) -> None:
     policy = page.headers["content-security-policy"]
     assert "script-src 'self'" in policy
     assert "default-src 'none'" in policy
-    assert httpx.get(f"{served}/static/client.js").status_code == 200
     assert httpx.get(f"{served}/static/index.html").status_code == 404
+    # The page's script is an ES module, which a browser runs only with a JavaScript type.
+    assert '<script type="module" src="/static/client.js">' in page.text
+    modules = sorted(path.name for path in (WEB_DIR / "static").glob("*.js"))
+    assert "client.js" in modules
+    assert len(modules) > 1
+    for module in modules:
+        response = httpx.get(f"{served}/static/{module}")
+        assert response.status_code == 200
+        assert response.headers["content-type"].startswith("text/javascript"), module
 
 
 def test_stable_id_markers_link_to_reactome_detail_pages(page: Any, served: str) -> None:
@@ -483,6 +494,76 @@ def test_a_conversation_keeps_earlier_turns_and_sends_them_as_history(
     assert page.problems == []
 
 
+def converse(page: Any, questions: list[str]) -> tuple[list[dict[str, Any]], list[str]]:
+    """Asks each question in turn on the page as loaded, each answered; returns the bodies
+    posted and the answers' texts."""
+    bodies = asked_bodies(page)
+    texts = []
+    for turns_before, question in enumerate(questions):
+        page.fill("#question", question)
+        page.press("#question", "Enter")
+        wait_settled(page, turns_before)
+        assert page.get_attribute("#answer", "data-state") == "answered"
+        texts.append(page.text_content("#answer"))
+    return bodies, texts
+
+
+LIMITS = "**/v1/limits"
+CONVERSATION = [FIRST, "What causes Tangier disease?", "What does CDK5 do?"]
+
+
+def is_limits(response: Any) -> bool:
+    return bool(response.url.endswith("/v1/limits"))
+
+
+def test_the_page_asks_the_server_for_its_limits_once(page: Any, served: str) -> None:
+    asked: list[Any] = []
+    page.on("request", lambda request: asked.append(request) if is_limits(request) else None)
+    with page.expect_response(is_limits) as limits:
+        page.goto(f"{served}/")
+    assert limits.value.status == 200
+    stated = limits.value.json()
+    assert set(stated) == {"max_question_chars", "max_turns", "max_turn_chars"}
+    assert stated["max_question_chars"] == load_settings().max_question_chars
+    assert all(isinstance(value, int) and value > 0 for value in stated.values())
+
+    bodies, _ = converse(page, CONVERSATION[:2])
+
+    assert len(bodies[1]["history"]) == 2
+    assert len(asked) == 1
+    assert page.problems == []
+
+
+def test_the_history_the_page_sends_keeps_to_the_limits_the_server_states(
+    page: Any, served: str
+) -> None:
+    # Small limits, so that a short conversation passes them.
+    stated = {"max_question_chars": 2000, "max_turns": 3, "max_turn_chars": 12}
+    page.route(LIMITS, lambda route: route.fulfill(json=stated))
+    page.goto(f"{served}/")
+
+    bodies, texts = converse(page, CONVERSATION)
+
+    turns = [{"role": role, "content": content[:12]}
+             for question, text in zip(CONVERSATION, texts, strict=True)
+             for role, content in (("user", question), ("assistant", text))]  # fmt: skip
+    assert all(len(text) > 12 for text in texts)
+    assert [body.get("history", []) for body in bodies] == [[], turns[:2], turns[1:4]]
+    assert page.problems == []
+
+
+def test_a_server_that_does_not_state_its_limits_gets_the_whole_conversation(
+    page: Any, served: str
+) -> None:
+    page.route(LIMITS, lambda route: route.abort())
+    page.goto(f"{served}/")
+
+    bodies, texts = converse(page, CONVERSATION[:2])
+
+    history = [{"role": "user", "content": FIRST}, {"role": "assistant", "content": texts[0]}]
+    assert [body.get("history", []) for body in bodies] == [[], history]
+
+
 def test_a_server_with_keys_gets_one_from_the_page_and_it_is_kept_for_the_tab(
     page: Any, sample_home: Path
 ) -> None:
@@ -498,7 +579,10 @@ def test_a_server_with_keys_gets_one_from_the_page_and_it_is_kept_for_the_tab(
                 else None
             ),
         )
-        page.goto(f"{server.base}/")
+        # The limits are stated to anyone: the page gets them without a key.
+        with page.expect_response(is_limits) as limits:
+            page.goto(f"{server.base}/")
+        assert limits.value.status == 200
         assert page.is_hidden("#key-form")
         page.fill("#question", FIRST)
         page.press("#question", "Enter")

@@ -3,8 +3,10 @@
 The client links exactly the markers the finalizer renumbers (``pipelines.citations.finalize``),
 reads any valid SSE byte stream however it is cut into chunks, and shows of an answer what
 the stream means: with live citations, text that only grows and Sources that grow with the
-references; without, the retrieved list until done swaps in the final pair. All are checked
-by running ``app/web/static/client.js`` in one long-lived Node process, on hypothesis-generated
+references; without, the retrieved list until done swaps in the final pair; and it keeps the
+history it sends within the limits the server states, or sends it whole when the server does
+not say. All are checked by importing the client's ES modules (``app/web/static/*.js``, all
+but the page's own ``client.js``) in one long-lived Node process, on hypothesis-generated
 input and on the events of real streams from the pipeline.
 """
 
@@ -27,20 +29,26 @@ from callbacks.events import DoneEvent, Event, to_jsonl
 from pipelines.citations.finalize import _clusters, _code_spans
 from pipelines.core.settings import load_settings
 from pipelines.pipeline import AnswerPipeline
-from tests import test_citations_table
+from tests.support.citation_tables import FINALIZE_TABLE, STRIP_TABLE
 from tests.support.fake_pipeline import ABCA1, CDK5, VARIANT, FakeRetriever
 from tests.support.fakes import ScriptedStream
 from tests.support.invariants import check_stream
 from tests.support.markup import ANY_MARKUP, MARKDOWN_PIECES
 
-CLIENT_JS = Path(__file__).parents[1] / "app" / "web" / "static" / "client.js"
+CLIENT_DIR = Path(__file__).parents[1] / "app" / "web" / "static"
 
-# Answers one JSON request per line, in order, with one JSON line.
+# Answers one JSON request per line, in order, with one JSON line. It imports the client's ES
+# modules as the browser does (app/web/package.json marks static/*.js as modules for Node).
 WORKER = r"""
-const { AnswerState, findMarkers, readEvents, sourceHref, textPieces } = require(
-  process.env.CLIENT_JS
-);
-const lines = require("readline").createInterface({ input: process.stdin });
+import { createInterface } from "node:readline";
+import { join } from "node:path";
+import { pathToFileURL } from "node:url";
+const load = (file) => import(pathToFileURL(join(process.env.CLIENT_DIR, file)).href);
+const { AnswerState, sourceHref, textPieces } = await load("answer.js");
+const { findMarkers } = await load("markers.js");
+const { readEvents } = await load("sse.js");
+const { fetchLimits, history } = await load("limits.js");
+const lines = createInterface({ input: process.stdin });
 let queue = Promise.resolve();
 const label = (source) => [source.n, source.st_id || source.url];
 function view(answer) {
@@ -76,6 +84,16 @@ async function handle(request) {
       code: code.map(([s, e]) => request.text.slice(s, e)),
     };
   }
+  if (request.op === "history") {
+    // The limits as the server states them ("status" and "body" of GET /v1/limits; a
+    // "status" of 0 is a request that never got an answer), then the history sent.
+    const limits = await fetchLimits(async (url) => {
+      if (url !== "/v1/limits") throw new Error(`asked for ${url}`);
+      if (request.status === 0) throw new TypeError("Failed to fetch");
+      return new Response(JSON.stringify(request.body), { status: request.status });
+    });
+    return { history: history(request.conversation, limits) };
+  }
   const body = new ReadableStream({
     start(controller) {
       for (const chunk of request.chunks) controller.enqueue(Uint8Array.from(chunk));
@@ -106,10 +124,10 @@ class _Node:
         if node is None:
             pytest.fail("node is missing: the web client's logic is tested with Node.js 18+")
         self.process = subprocess.Popen(
-            [node, "-e", WORKER],
+            [node, "--input-type=module", "-e", WORKER],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
-            env={**os.environ, "CLIENT_JS": str(CLIENT_JS)},
+            env={**os.environ, "CLIENT_DIR": str(CLIENT_DIR)},
         )
 
     def ask(self, request: dict[str, Any]) -> dict[str, Any]:
@@ -151,20 +169,12 @@ def check_markers(node: _Node, text: str) -> None:
         assert numbers == list("".join(c if c.isdigit() else " " for c in group).split())
 
 
-def table_texts() -> list[str]:
-    """The input text of every row of the finalizer's table tests."""
-    texts = []
-    for test in vars(test_citations_table).values():
-        for mark in getattr(test, "pytestmark", []):
-            if mark.name == "parametrize" and mark.args[0][0] == "text":
-                texts += [param.values[0] for param in mark.args[1]]
-    return texts
-
-
 def test_every_table_row_marks_the_same_groups(node: _Node) -> None:
-    texts = table_texts()
+    # The input text of every row of the finalizer's table tests.
+    texts = [row.values[0] for row in [*STRIP_TABLE, *FINALIZE_TABLE]]
     assert len(texts) > 50
     for text in texts:
+        assert isinstance(text, str)
         check_markers(node, text)
 
 
@@ -219,6 +229,60 @@ def test_the_sse_reader_yields_every_event_however_the_bytes_arrive(
 def test_a_lone_carriage_return_ends_the_last_event(node: _Node) -> None:
     chunks = [list(b'data: {"a": 1}\r'), list(b"\r")]
     assert node.ask({"op": "sse", "chunks": chunks})["events"] == [{"a": 1}]
+
+
+# --- The history the page sends -------------------------------------------------------------
+
+CONVERSATION = [
+    {"role": role, "content": f"{role} turn {n}: " + "x" * n}
+    for n, role in enumerate(["user", "assistant"] * 3)
+]
+# Past any limit a server has had (50 turns, 20,000 characters in one), so that a page that
+# fell back on limits of its own would be seen.
+LONG_CONVERSATION = [
+    {"role": role, "content": "x" * 25_000 if n == 0 else f"{role} turn {n}"}
+    for n, role in enumerate(["user", "assistant"] * 30)
+]
+
+
+def history_sent(
+    node: _Node, status: int, body: Any, conversation: list[dict[str, str]] = CONVERSATION
+) -> list[dict[str, str]]:
+    """The history the page sends of ``conversation`` after GET /v1/limits answered
+    ``status`` with ``body`` (a status of 0: no answer at all)."""
+    request = {"op": "history", "status": status, "body": body, "conversation": conversation}
+    sent: list[dict[str, str]] = node.ask(request)["history"]
+    return sent
+
+
+def test_the_history_keeps_to_the_limits_the_server_states(node: _Node) -> None:
+    limits = {"max_question_chars": 2000, "max_turns": 4, "max_turn_chars": 15}
+    assert history_sent(node, 200, limits) == [
+        {"role": turn["role"], "content": turn["content"][:15]} for turn in CONVERSATION[-4:]
+    ]
+    assert history_sent(node, 200, limits | {"max_turns": 0}) == []
+    generous = {"max_question_chars": 1, "max_turns": 50, "max_turn_chars": 20_000}
+    assert history_sent(node, 200, generous) == CONVERSATION
+
+
+@pytest.mark.parametrize(
+    ("status", "body"),
+    [
+        (404, {"error": {"code": "not_found", "message": "Not Found"}}),
+        (500, {"max_question_chars": 2000, "max_turns": 1, "max_turn_chars": 1}),
+        (0, None),
+        (200, "not an object"),
+        (200, {"max_turns": 1, "max_turn_chars": 1}),
+        (200, {"max_question_chars": 2000, "max_turns": "1", "max_turn_chars": 1}),
+        (200, {"max_question_chars": 2000, "max_turns": 1.5, "max_turn_chars": 1}),
+        (200, {"max_question_chars": 2000, "max_turns": -1, "max_turn_chars": 1}),
+    ],
+)
+def test_without_limits_from_the_server_the_history_is_sent_whole(
+    node: _Node, status: int, body: Any
+) -> None:
+    # The server enforces its limits anyway; the page guesses none of its own.
+    assert history_sent(node, status, body, LONG_CONVERSATION) == LONG_CONVERSATION
 
 
 # --- What the page shows of an answer -------------------------------------------------------

@@ -8,8 +8,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
+import pytest
 
 from tests.support.servers import serve_command
+
+pytestmark = pytest.mark.slow  # `serve --workers 2` in a subprocess, answering for real
 
 QUESTION = "What causes Tangier disease?"
 

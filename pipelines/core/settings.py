@@ -1,23 +1,38 @@
-"""Every setting in one typed object, read from the environment and overridable by callers.
+"""The pipeline's settings in one typed object, read from the environment and overridable by
+callers.
 
 Precedence, highest first: keyword overrides (what the CLI passes from its options), then
 environment variables (``REACTOME_ANSWERS_*``, plus ``CHROMA_HOST``/``CHROMA_PORT`` as Chroma's
 own tools spell them), then the defaults below, which run offline with no API key.
+
+:class:`ReactomeSettings` is what every settings object of the program shares: the prefix,
+how values are read, and :func:`load_config`, which refuses a ``REACTOME_ANSWERS_*`` variable
+that no settings class defined in the process reads (the HTTP server's own, limits and keys,
+are ``app._server_settings.ServerSettings``: the pipeline carries only what it uses).
 """
 
 from __future__ import annotations
 
 import os
 import re
+import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
+from pydantic import AliasChoices, Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from pipelines.core.errors import ConfigurationError
 
-__all__ = ["ENV_PREFIX", "Settings", "default_home", "env_var_for", "load_settings"]
+__all__ = [
+    "ENV_PREFIX",
+    "ReactomeSettings",
+    "Settings",
+    "default_home",
+    "env_var_for",
+    "load_config",
+    "load_settings",
+]
 
 ENV_PREFIX = "REACTOME_ANSWERS_"
 
@@ -37,8 +52,9 @@ def default_home() -> Path:
     return data_home / "reactome-answers"
 
 
-class Settings(BaseSettings):
-    """The settings of one pipeline; construct through :func:`load_settings` for clear errors."""
+class ReactomeSettings(BaseSettings):
+    """What every settings class of the program shares; a subclass's variables are known to
+    :func:`load_config` from the moment it is defined."""
 
     model_config = SettingsConfigDict(
         env_prefix=ENV_PREFIX,
@@ -50,6 +66,10 @@ class Settings(BaseSettings):
         populate_by_name=True,
         validate_default=True,
     )
+
+
+class Settings(ReactomeSettings):
+    """The settings of one pipeline; construct through :func:`load_settings` for clear errors."""
 
     home: Path = Field(
         default_factory=default_home,
@@ -83,57 +103,7 @@ class Settings(BaseSettings):
         validation_alias=AliasChoices("chroma_port", "CHROMA_PORT", f"{ENV_PREFIX}CHROMA_PORT"),
     )
     max_question_chars: int = Field(default=2000, ge=1, description="longer questions are refused")
-    max_body_bytes: int = Field(default=65_536, ge=1024, description="larger HTTP bodies get 413")
-    header_timeout_s: float = Field(
-        default=10.0,
-        gt=0,
-        le=3600,
-        description="a connection whose request headers take longer to arrive is closed",
-    )
-    body_timeout_s: float = Field(
-        default=30.0, gt=0, le=3600, description="a request body that takes longer gets 408"
-    )
-    keep_alive_s: int = Field(
-        default=5, ge=1, le=3600, description="an idle kept-alive connection is closed after this"
-    )
-    max_connections: int = Field(
-        default=1000, ge=1, description="connections over this many are refused with 503"
-    )
-    cors_origins: str = Field(default="", description="comma-separated origins allowed by CORS")
-    api_keys: SecretStr | None = Field(
-        default=None,
-        description="keys a client must send as 'Authorization: Bearer KEY' (comma separated, "
-        "or @FILE with one per line); unset: no key needed",
-    )
-    max_concurrent_answers: int = Field(
-        default=0,
-        ge=0,
-        description="answers in progress at once per server; one more gets 429 at once (0: no cap)",
-    )
-    rate_limit: int = Field(
-        default=0,
-        ge=0,
-        description="requests per minute per API key, or per client address without keys; "
-        "beyond it 429 (0: no limit)",
-    )
-    auth_failures_per_minute: int = Field(
-        default=30,
-        ge=1,
-        description="wrong or missing API keys per minute from one client address; beyond "
-        "it 429 until the minute refills (only with API keys)",
-    )
-    forwarded_allow_ips: str = Field(
-        default="",
-        description="comma-separated addresses of proxies whose X-Forwarded-For and "
-        "X-Forwarded-Proto are believed (the client address then comes from them); empty: "
-        "none, so no client can choose its own address",
-    )
     event_logs: bool = Field(default=True, description="write one JSONL event log per request")
-    openai_sources: bool = Field(
-        default=True,
-        description="OpenAI-compatible answers end with a Markdown list of their sources, for "
-        "clients that show text only",
-    )
     log_retention_days: float = Field(
         default=30.0,
         ge=0,
@@ -163,20 +133,6 @@ class Settings(BaseSettings):
             raise ValueError(f"{value!r} is not an embedding model; use {_EMBEDDINGS_FORMS}")
         return value
 
-    @field_validator("api_keys")
-    @classmethod
-    def _check_api_keys(cls, value: SecretStr | None) -> SecretStr | None:
-        if value is not None:
-            _read_keys(value.get_secret_value())  # a file that cannot be read fails at start
-        return value
-
-    @property
-    def api_key_set(self) -> frozenset[str]:
-        """The keys a client may send; empty when no key is needed."""
-        if self.api_keys is None:
-            return frozenset()
-        return _read_keys(self.api_keys.get_secret_value())
-
     @field_validator("home", "model_cache", mode="before")
     @classmethod
     def _expand_home(cls, value: object) -> object:
@@ -204,32 +160,13 @@ class Settings(BaseSettings):
         return self.chroma_host is not None
 
 
-def _read_keys(value: str) -> frozenset[str]:
-    """The keys ``value`` gives: comma separated, or ``@FILE`` with one key per line. The
-    messages never include a key."""
-    if value.startswith("@"):
-        path = Path(value[1:]).expanduser()
-        try:
-            lines = path.read_text(encoding="utf-8").splitlines()
-        except (OSError, UnicodeDecodeError) as error:
-            reason = error.strerror if isinstance(error, OSError) else "it is not UTF-8 text"
-            raise ValueError(f"the key file {path} cannot be read ({reason})") from None
-        keys = [line.strip() for line in lines]
-        where = f"the key file {path}"
-    else:
-        keys = [key.strip() for key in value.split(",")]
-        where = "the list"
-    found = frozenset(key for key in keys if key and not key.startswith("#"))
-    if not found:
-        raise ValueError(f"{where} holds no key; give at least one, or unset it")
-    if any(any(c.isspace() for c in key) or not key.isprintable() for key in found):
-        raise ValueError(f"{where} holds a key with a space or control character in it")
-    return found
+_Config = TypeVar("_Config", bound=ReactomeSettings)
 
 
-def env_var_for(field: str) -> str:
-    """The environment variable a setting is read from (the first one, when several are)."""
-    alias = Settings.model_fields[field].validation_alias
+def env_var_for(field: str, kind: type[ReactomeSettings] = Settings) -> str:
+    """The environment variable a setting of ``kind`` is read from (the first one, when
+    several are)."""
+    alias = kind.model_fields[field].validation_alias
     if isinstance(alias, AliasChoices):
         for choice in alias.choices:
             if isinstance(choice, str) and choice.isupper():
@@ -237,9 +174,22 @@ def env_var_for(field: str) -> str:
     return f"{ENV_PREFIX}{field.upper()}"
 
 
+def _settings_classes() -> list[type[ReactomeSettings]]:
+    """Every settings class defined so far, :class:`Settings` first."""
+    found: list[type[ReactomeSettings]] = []
+    waiting: list[type[ReactomeSettings]] = [Settings, *ReactomeSettings.__subclasses__()]
+    while waiting:
+        kind = waiting.pop(0)
+        if kind not in found:
+            found.append(kind)
+            waiting.extend(kind.__subclasses__())
+    return found
+
+
 def _known_variables() -> set[str]:
     names = set()
-    for field, info in Settings.model_fields.items():
+    fields = [item for kind in _settings_classes() for item in kind.model_fields.items()]
+    for field, info in fields:
         names.add(f"{ENV_PREFIX}{field.upper()}")
         if isinstance(info.validation_alias, AliasChoices):
             names.update(
@@ -248,45 +198,61 @@ def _known_variables() -> set[str]:
     return names
 
 
-def _variable_set_for(field: str) -> str:
+def _variable_set_for(field: str, kind: type[ReactomeSettings]) -> str:
     """The variable that actually supplied ``field``, for messages."""
-    alias = Settings.model_fields[field].validation_alias
+    alias = kind.model_fields[field].validation_alias
     choices = (
         [c for c in alias.choices if isinstance(c, str)] if isinstance(alias, AliasChoices) else []
     )
     candidates = [name for name in choices if name.isupper()] + [f"{ENV_PREFIX}{field.upper()}"]
-    return next((name for name in candidates if os.environ.get(name)), env_var_for(field))
+    return next((name for name in candidates if os.environ.get(name)), env_var_for(field, kind))
 
 
 def load_settings(**overrides: Any) -> Settings:
-    """Build the settings; ``None`` overrides are ignored so unset CLI options fall through.
+    """Build the pipeline's settings; ``None`` overrides are ignored so unset CLI options
+    fall through.
 
     Raises :class:`ConfigurationError` naming the variable or option and how to fix it,
     including for a ``REACTOME_ANSWERS_*`` variable we do not know (a typo would otherwise
     be ignored in silence).
     """
+    return load_config(Settings, **overrides)
+
+
+def load_config(kind: type[_Config], **overrides: Any) -> _Config:
+    """:func:`load_settings` for any settings class: ``kind`` from the environment and
+    ``overrides``, with the same checks and messages."""
     given = {name: value for name, value in overrides.items() if value is not None}
-    unknown = sorted(set(given) - set(Settings.model_fields))
+    unknown = sorted(set(given) - set(kind.model_fields))
     if unknown:
         raise ConfigurationError(
             f"unknown setting(s) {', '.join(unknown)}",
-            fix=f"known settings are {', '.join(Settings.model_fields)}",
+            fix=f"known settings are {', '.join(kind.model_fields)}",
         )
     known = _known_variables()
     stray = sorted(name for name in os.environ if name.startswith(ENV_PREFIX) and name not in known)
     if stray:
-        raise ConfigurationError(
+        problem = ConfigurationError(
             f"unknown environment variable(s) {', '.join(stray)}",
             fix=f"unset them; known variables are {', '.join(sorted(known))}",
         )
+        if len(_settings_classes()) == 1:
+            # A program that uses the pipeline alone cannot tell a typo from a variable
+            # meant for the server (whose settings are app's): it is told, not stopped. The
+            # commands and the server know every settings class, and refuse.
+            warnings.warn(str(problem), stacklevel=3)
+        else:
+            raise problem
     try:
-        return Settings(**given)
+        return kind(**given)
     except ValidationError as error:
         first = error.errors()[0]
         field = str(first["loc"][0]) if first["loc"] else ""
-        field = next((name for name in Settings.model_fields if env_var_for(name) == field), field)
+        field = next(
+            (name for name in kind.model_fields if env_var_for(name, kind) == field), field
+        )
         source = "option" if field in given else "environment variable"
-        where = f"--{field.replace('_', '-')}" if field in given else _variable_set_for(field)
+        where = f"--{field.replace('_', '-')}" if field in given else _variable_set_for(field, kind)
         reason = str(first["msg"]).removeprefix("Value error, ")
         raise ConfigurationError(
             f"{source} {where} has an unusable value: {reason}",

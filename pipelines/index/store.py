@@ -36,12 +36,11 @@ from chromadb.api.models.Collection import Collection
 from chromadb.config import Settings as ChromaSettings
 from chromadb.errors import NotFoundError
 
-from pipelines.catalog.catalog import COLLECTION_NAMES, catalog_for
+from pipelines.catalog.catalog import catalog_for
 from pipelines.core.errors import ConfigurationError, NotIngestedError, StoreUnavailableError
 from pipelines.core.settings import Settings
 
 __all__ = [
-    "COLLECTION_NAMES",
     "CollectionInfo",
     "StoredVersion",
     "active_version",

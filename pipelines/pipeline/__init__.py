@@ -2,9 +2,12 @@
 
 This package is the composition root: the one place that joins the LangChain side
 (``pipelines``) to the callback handler and the event logs (``callbacks``). Its modules, one
-job each: ``_answer`` (:class:`AnswerPipeline`: its parts and one request), ``_chain`` (the
-Runnable), ``_logs`` (a log per request, pruning), ``_sync`` (the event loop behind the
-synchronous calls), ``_result`` (the JSON result).
+job each: ``_answer`` (:class:`AnswerPipeline`: its parts and the four ways to ask it),
+``_request`` (one request: its log, its handler, the chain under the time limit),
+``_retrieval`` (our retriever or one from outside), ``_chain`` (the Runnable), ``_operator``
+(what serves the operator: ``/healthz``, housekeeping), ``_logs`` (a log per request,
+pruning), ``_sync`` (the event loop behind the synchronous calls), ``_result`` (the JSON
+result), ``_runnable`` (the whole request as a Runnable).
 
     from pipelines.pipeline import AnswerPipeline
 
@@ -23,15 +26,19 @@ it works with LangChain's own ``astream_events``. Each call builds its own
 :class:`AnswerEventHandler`, so one pipeline serves concurrent requests.
 """
 
-from pipelines.pipeline._answer import NOTHING_FOUND, AnswerObserver, AnswerPipeline, History
+from pipelines.core.options import RequestOptions
+from pipelines.pipeline._answer import AnswerObserver, AnswerPipeline, History, nothing_found_text
+from pipelines.pipeline._operator import PipelineOperator
 from pipelines.pipeline._result import answer_result
 from pipelines.pipeline._runnable import PipelineRunnable
 
 __all__ = [
-    "NOTHING_FOUND",
     "AnswerObserver",
     "AnswerPipeline",
     "History",
+    "PipelineOperator",
     "PipelineRunnable",
+    "RequestOptions",
     "answer_result",
+    "nothing_found_text",
 ]

@@ -1,41 +1,38 @@
-"""The :class:`AnswerPipeline`: its parts, built on first use, and one request's events."""
+"""The :class:`AnswerPipeline`: its parts, built on first use, and the four ways to ask it.
+
+One request's work is :class:`~pipelines.pipeline._request.AnswerRequest`; what serves the
+operator (``/healthz``, housekeeping) is :class:`~pipelines.pipeline._operator.PipelineOperator`.
+"""
 
 from __future__ import annotations
 
-import asyncio
-import uuid
 import weakref
 from collections.abc import AsyncGenerator, Iterator, Sequence
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, Protocol
 
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.language_models import BaseChatModel
-from langchain_core.runnables import Runnable, RunnableConfig
+from langchain_core.runnables import Runnable
 
-from callbacks.events import DoneData, DoneEvent, Event, TokenEvent
-from callbacks.handler import AnswerEventHandler
-from callbacks.log import EventLog
+from callbacks.events import DoneData, DoneEvent, Event
 from pipelines.catalog.catalog import catalog_for, load_catalog
-from pipelines.core.errors import (
-    ErrorCode,
-    PersonalAdviceError,
-    ReactomeAnswersError,
-    StoreUnavailableError,
-)
 from pipelines.core.normalize import normalize_question
-from pipelines.core.redaction import one_line, redact_also, redact_secrets, warn_not_done
+from pipelines.core.options import History, RequestOptions
 from pipelines.core.settings import Settings, load_settings
 
 # Imported here, before any request starts a worker thread: a log opened in one thread and a
 # search in another would otherwise import chromadb (and numpy) at the same time, and a
 # package imported from two threads at once can be seen half initialized.
-from pipelines.index import store
-from pipelines.pipeline._chain import AnswerChain, tagged_retriever
+from pipelines.index import store  # noqa: F401
+from pipelines.pipeline._chain import AnswerChain
 from pipelines.pipeline._logs import RequestLogs
+from pipelines.pipeline._operator import PipelineOperator
+from pipelines.pipeline._request import AnswerRequest
 from pipelines.pipeline._result import answer_result
+from pipelines.pipeline._retrieval import OutsideRetrieval, OwnRetrieval, Retrieval
 from pipelines.pipeline._runnable import PipelineRunnable
 from pipelines.pipeline._sync import SyncRunner
 from pipelines.retrieval.advice import AdviceGate
@@ -44,20 +41,13 @@ from pipelines.retrieval.refusal_rules import ADVICE_REFUSAL, Refusal, rule_refu
 if TYPE_CHECKING:
     from pipelines.retrieval.retriever import ReactomeRetriever
 
-__all__ = ["NOTHING_FOUND", "REFUSAL_EVENT", "AnswerObserver", "AnswerPipeline", "History"]
+__all__ = ["AnswerObserver", "AnswerPipeline", "History", "nothing_found_text"]
 
-# The custom callback event that records why a question was refused: the event log keeps it
-# as a callback record, which ``replay --check`` passes through without an event.
-REFUSAL_EVENT = "reactome-answers:refusal"
 
-# What a nothing-found answer says with the bundled collections (a pipeline whose settings
-# declare more names them too).
-NOTHING_FOUND = load_catalog().nothing_found()
-
-History = Sequence[tuple[str, str]]
-
-# Queued after a request's events once its work has ended (see _end_without_done).
-_WORK_ENDED = object()
+def nothing_found_text() -> str:
+    """What a nothing-found answer says with the bundled collections (a pipeline whose
+    settings declare more names them too)."""
+    return load_catalog().nothing_found()
 
 
 class AnswerObserver(Protocol):
@@ -70,7 +60,7 @@ class AnswerObserver(Protocol):
 
 
 class AnswerPipeline:
-    """Answers questions from the ingested collections; see the module docstring."""
+    """Answers questions from the ingested collections; see the package docstring."""
 
     def __init__(
         self,
@@ -96,11 +86,8 @@ class AnswerPipeline:
         inside, and the answer model's run, each tagged). LangSmith's own tracer needs none:
         ``LANGSMITH_TRACING=true`` adds it (docs/deployment.md)."""
         self.settings = settings or load_settings()
-        # The server's own API keys, pasted into a question, are redacted from the start event
-        # and the logs like any credential: no pattern or variable name would reveal them.
-        redact_also(self.settings.api_key_set)
-        self._retriever = retriever
-        self._logs = RequestLogs(self.settings)
+        self._outside_retriever = retriever
+        self.logs = RequestLogs(self.settings)
         self.raise_handler_errors = raise_handler_errors
         self.callbacks = list(callbacks)
         self._sync = SyncRunner()
@@ -112,6 +99,8 @@ class AnswerPipeline:
         self._client = client
         # Told of every answer's start and end (the server's metrics); see AnswerObserver.
         self.observers: list[AnswerObserver] = []
+        # What serves the operator rather than a request: /healthz, housekeeping.
+        self.operator = PipelineOperator(self.settings, lambda: self.retrieval, client)
 
     # --- parts, built on first use --------------------------------------------------------
 
@@ -133,10 +122,13 @@ class AnswerPipeline:
         return self._answer_model or answer, self._expander_model or expander
 
     @cached_property
-    def own_retriever(self) -> ReactomeRetriever | None:
-        """The retriever built from the settings; None when one was given from outside."""
-        if self._retriever is not None:
-            return None
+    def retrieval(self) -> Retrieval:
+        """Where documents come from: our retriever over the store, or the one given."""
+        if self._outside_retriever is not None:
+            return OutsideRetrieval(self._outside_retriever)
+        return OwnRetrieval(self.settings, self._build_retriever, self._client)
+
+    def _build_retriever(self) -> ReactomeRetriever:
         from pipelines.retrieval.retriever import ReactomeRetriever
 
         return ReactomeRetriever(
@@ -149,68 +141,25 @@ class AnswerPipeline:
             advice_gate=self.advice_gate,
         )
 
-    @cached_property
+    @property
+    def own_retriever(self) -> ReactomeRetriever | None:
+        """The retriever built from the settings; None when one was given from outside."""
+        return self.retrieval.retriever
+
+    @property
     def retriever(self) -> Runnable[str, list[Document]]:
         """The one top-level retrieval run (tagged: its end is the gate)."""
-        own = self.own_retriever
-        return tagged_retriever(own if own is not None else cast(Any, self._retriever))
-
-    def collection_releases(self) -> dict[str, dict[str, Any]]:
-        """What answers now for each ingested collection: its release, the version searched,
-        which indexes rank it (``indexes``: vectors, and bm25 unless its keyword index is
-        missing, then ``problem`` says why) and where its chunks are read from. Builds the
-        local indexes of a version this machine has not seen (an instance sharing a Chroma
-        server); empty for a retriever from outside."""
-        own = self.own_retriever
-        if own is None:
-            return {}
-        found = own.live_versions(catalog_for(self.settings).names)
-        return {
-            name: {
-                "release": str(version.metadata.get(store.RELEASE, "unknown")),
-                "version": version.name,
-                **index.report(),
-            }
-            for name, (version, index) in found.items()
-        }
-
-    def degraded(self) -> dict[str, str]:
-        """The collections answered with less than their indexes, and why (``/healthz``)."""
-        return {
-            name: str(release.get("problem", "keyword index missing"))
-            for name, release in self.collection_releases().items()
-            if "bm25" not in release["indexes"]
-        }
-
-    def store_client(self) -> Any:
-        """The Chroma client this pipeline reads through: the one given, or the process's own
-        client for the settings' store (which the retriever may have reopened since)."""
-        return self._client if self._client is not None else store.open_client(self.settings)
-
-    def remove_retired_versions(self) -> None:
-        """Remove the versions an ingest retired once no request can still read them
-        (:func:`pipelines.index.store.remove_retired_versions`); ``serve`` calls this every few
-        seconds off its event loop, so they go even when no further ingest runs. Never raises:
-        housekeeping must not fail a server, and a store that is down is reported by the
-        answers and ``/healthz`` already."""
-        if self._retriever is not None:
-            return  # a retriever from outside: no store of ours
-        try:
-            store.remove_retired_versions(self.store_client(), self.settings)
-        except StoreUnavailableError:
-            pass
-        except Exception as error:
-            warn_not_done("retired collection versions not removed", error)
+        return self.retrieval.runnable
 
     @cached_property
     def chain(self) -> Runnable[dict[str, Any], str]:
         """``{"question", "history"?, "collections"?, "cite_urls"?}`` -> the raw answer text;
         it works with LangChain's own ``astream_events``."""
         return AnswerChain(
-            lambda: self.retriever,
+            lambda: self.retrieval.runnable,
             self.models[0],
             cite_urls=self.settings.cite_urls,
-            takes_options=self._retriever is None,
+            takes_options=self.retrieval.takes_options,
         )
 
     def as_runnable(self) -> PipelineRunnable:
@@ -225,17 +174,17 @@ class AnswerPipeline:
         """The personal-advice gate over this pipeline's embeddings
         (:mod:`pipelines.retrieval.advice`); None for a pipeline built around an outside
         retriever without embeddings of its own, which then has the rules alone."""
-        if self._retriever is not None and self._embeddings is None:
+        if self._outside_retriever is not None and self._embeddings is None:
             return None
         return AdviceGate(self.embeddings, catalog=catalog_for(self.settings))
 
-    # --- one request ----------------------------------------------------------------------
+    # --- the checks before any search ----------------------------------------------------
 
-    def _check_question(self, question: str) -> Refusal | None:
+    def check_question(self, question: str) -> Refusal | None:
         """The rules' refusal of the (normalized) question, or None: cheap, no model."""
         return rule_refusal(question, self.settings.max_question_chars)
 
-    def _check_advice(self, question: str) -> Refusal | None:
+    def check_advice(self, question: str) -> Refusal | None:
         """The advice gate's refusal of the (normalized) question, or None: one embedding."""
         gate = self.advice_gate
         if gate is None:
@@ -250,63 +199,21 @@ class AnswerPipeline:
         answered: what a request checks first (the rules, then the advice gate), without
         running one. A generative expander may still refuse it during retrieval."""
         normalized = normalize_question(question)
-        found = self._check_question(normalized) or self._check_advice(normalized)
+        found = self.check_question(normalized) or self.check_advice(normalized)
         return None if found is None else found.text
 
-    @staticmethod
-    def _refuse(handler: AnswerEventHandler, refusal: Refusal) -> None:
-        # Why, as a custom event: the log records it and a replay emits nothing for it.
-        handler.on_custom_event(REFUSAL_EVENT, refusal.log_data(), run_id=uuid.uuid4())
-        handler.finish("refused", text=refusal.text)
+    # --- asking -----------------------------------------------------------------------------
 
-    async def _run(self, handler: AnswerEventHandler, inputs: dict[str, Any]) -> None:
-        config: RunnableConfig = {
-            "callbacks": [handler, *self.callbacks],
-            "run_name": "reactome-answers",
-        }
-        limit = self.settings.request_timeout_s
-        try:
-            async with asyncio.timeout(limit) as deadline:
-                if self._retriever is not None:
-                    # An outside retriever does not consult the gate: ask it first, off the
-                    # event loop (the first call embeds the examples, about a second).
-                    refusal = await asyncio.to_thread(self._check_advice, inputs["question"])
-                    if refusal is not None:
-                        self._refuse(handler, refusal)
-                        return
-                reply = await self.chain.ainvoke(inputs, config)
-        except TimeoutError:
-            if deadline.expired():
-                handler.fail(
-                    ErrorCode.TIMEOUT,
-                    f"no answer within {limit:g} s; raise REACTOME_ANSWERS_REQUEST_TIMEOUT_S "
-                    "or try again",
-                )
-            else:  # the model or its client timed out, not the request
-                handler.fail(ErrorCode.MODEL_FAILED, "the model did not answer in time; try again")
-            return
-        except asyncio.CancelledError:
-            if handler.done is None:
-                handler.fail(ErrorCode.CANCELLED, "the request was cancelled before it finished")
-            raise
-        except PersonalAdviceError as error:
-            # The expander's or the gate's verdict, raised inside the retrieval run before any
-            # search: no citation was sent and no answer token, so the answer is a plain refusal.
-            self._refuse(handler, Refusal(ADVICE_REFUSAL, error.reason, error.detail))
-            return
-        except ReactomeAnswersError as error:
-            handler.fail(error.code, str(error))
-            return
-        except Exception as error:
-            handler.fail(ErrorCode.INTERNAL, one_line(error))
-            return
-        if not handler.retrieval_ended or (not handler.sources and not handler.context):
-            handler.finish("nothing_found", text=catalog_for(self.settings).nothing_found())
-        else:
-            # A model that did not stream left no tokens: its reply is the answer.
-            handler.finish("answered", text=None if handler.raw_text else reply)
+    def events(
+        self, question: str, options: RequestOptions, *, request_id: str | None = None
+    ) -> AsyncGenerator[Event, None]:
+        """:meth:`astream` with the options as one object (what the HTTP routes and the
+        Runnable build)."""
+        # The request's own generator, not one wrapping it: closing what the caller holds
+        # must close the request at once (it cancels the model's work).
+        return AnswerRequest(self, question, options, request_id).events()
 
-    async def astream(
+    def astream(
         self,
         question: str,
         *,
@@ -320,163 +227,13 @@ class AnswerPipeline:
 
         ``live_citations``: the tokens carry their final markers, and a ``reference`` event
         comes right before the token that first cites each source (docs/contract.md)."""
-        catalog_for(self.settings).check(collections or ())
-        cite = self.settings.cite_urls if cite_urls is None else cite_urls
-        request_id = request_id or uuid.uuid4().hex
-        options = {
-            "llm": self.settings.llm,
-            "cite_urls": cite,
-            "live_citations": live_citations,
-            "history_turns": len(history),
-        }
-        # Every rule and the search read the canonical form; what is echoed (the start event)
-        # and logged is what was asked, with pasted credentials redacted.
-        normalized = normalize_question(question)
-        shown = redact_secrets(question)
-        events: asyncio.Queue[Any] = asyncio.Queue()  # events, then perhaps _WORK_ENDED
-        log: EventLog | None = None
-        versions: dict[str, str] | None = None  # unpinned: each search takes the live ones
-        if self.settings.event_logs:
-            # In a worker thread: reading the collections' releases and pruning old logs touch
-            # the store and the disk, which must not stall the other streams on this loop.
-            opening = asyncio.ensure_future(
-                asyncio.to_thread(
-                    self._open_log,
-                    request_id,
-                    {
-                        "question": shown,
-                        "normalized_question": redact_secrets(normalized),
-                        # What the expander and the model saw before the question.
-                        "history": [
-                            {"role": role, "content": redact_secrets(content)}
-                            for role, content in history
-                        ],
-                    },
-                    collections,
-                    options,
-                )
-            )
-            try:
-                log, versions = await asyncio.shield(opening)
-            except asyncio.CancelledError:
-                # The caller left while the log was being opened: once it is, it still gets
-                # its start, a cancelled error and its done, like any other cancelled answer.
-                def end_cancelled(opened: asyncio.Future[tuple[EventLog | None, Any]]) -> None:
-                    failed = opened.cancelled() or opened.exception() is not None
-                    cancelled_log = None if failed else opened.result()[0]
-                    if cancelled_log is None:
-                        return
-                    handler = AnswerEventHandler(
-                        request_id=request_id,
-                        emit=cancelled_log.event,
-                        cite_urls=cite,
-                        live_citations=live_citations,
-                        record=cancelled_log.callback,
-                    )
-                    handler.start(shown, list(collections or ["auto"]), options)
-                    handler.fail(ErrorCode.CANCELLED, "the request was cancelled before it started")
-                    cancelled_log.close()
-
-                opening.add_done_callback(end_cancelled)
-                raise
-
-        observers = list(self.observers)
-        tokens = 0
-        finished = False
-
-        def emit(event: Event) -> None:
-            nonlocal tokens, finished
-            events.put_nowait(event)
-            if log is not None:
-                log.event(event)
-            if observers:
-                if isinstance(event, TokenEvent):
-                    tokens += 1
-                elif isinstance(event, DoneEvent):
-                    finished = True
-                    for observer in observers:
-                        observer.answer_finished(event.data, tokens)
-
-        handler = AnswerEventHandler(
-            request_id=request_id,
-            emit=emit,
-            cite_urls=cite,
+        options = RequestOptions(
+            history=tuple(history),
+            collections=None if collections is None else tuple(collections),
+            cite_urls=cite_urls,
             live_citations=live_citations,
-            raise_error=self.raise_handler_errors,
-            record=log.callback if log is not None else None,
         )
-        for observer in observers:
-            observer.answer_started()
-        handler.start(shown, list(collections or ["auto"]), options)
-        refusal = self._check_question(normalized)
-        task: asyncio.Task[None] | None = None
-        if refusal is not None:
-            self._refuse(handler, refusal)
-        else:
-            inputs = {
-                "question": normalized,
-                "history": list(history),
-                "collections": list(collections) if collections else None,
-                "cite_urls": cite,
-                # The versions the log header names are the ones searched, even if an
-                # ingest makes others live meanwhile.
-                "versions": versions,
-            }
-            task = asyncio.create_task(self._run(handler, inputs))
-            # Every event the work emits is queued before it ends; this comes after them all.
-            task.add_done_callback(lambda _: events.put_nowait(_WORK_ENDED))
-        try:
-            while True:
-                event = await events.get()
-                if event is _WORK_ENDED:
-                    assert task is not None
-                    self._end_without_done(task, handler)
-                    continue
-                yield event
-                if isinstance(event, DoneEvent):
-                    break
-        finally:
-            try:
-                if task is not None and not task.done():
-                    task.cancel()  # the consumer went away: stop the model work too
-                    await asyncio.gather(task, return_exceptions=True)
-            finally:
-                # Closed even when the await above is itself cancelled (anyio cancels every
-                # await inside a cancelled scope, as Starlette's is after a disconnect).
-                if log is not None:
-                    log.close()
-                if not finished:  # done never came (it always should): still counted out
-                    for observer in observers:
-                        observer.answer_finished(None, tokens)
-
-    def _open_log(
-        self,
-        request_id: str,
-        questions: dict[str, Any],
-        collections: Sequence[str] | None,
-        options: dict[str, Any],
-    ) -> tuple[EventLog | None, dict[str, str] | None]:
-        """The request's log, and the collection versions its header names (None when the
-        store could not say: the search then takes the live ones)."""
-        try:
-            releases = self.collection_releases()
-        except Exception:  # a log header is never worth failing a request
-            releases = {}
-        log = self._logs.open(request_id, questions, collections, options, releases)
-        pinned = {name: str(release["version"]) for name, release in releases.items()}
-        return log, pinned or None
-
-    @staticmethod
-    def _end_without_done(task: asyncio.Task[None], handler: AnswerEventHandler) -> None:
-        """The work ended and no ``done`` came before (a bug): a failure, and ``done``, anyway.
-
-        Waiting on the queue alone, with this marker queued when the work ends, costs one
-        future per event; waiting on the queue and the task together cost a task and a
-        wait per event (a tenth of the per-token time at a hosted model's pace)."""
-        if handler.done is None:
-            problem = None if task.cancelled() else task.exception()
-            why = one_line(problem) if problem is not None else "cancelled"
-            handler.fail(ErrorCode.INTERNAL, f"the answer stopped unexpectedly ({why})")
+        return self.events(question, options, request_id=request_id)
 
     async def ainvoke(
         self,
@@ -524,6 +281,15 @@ class AnswerPipeline:
                 live_citations=live_citations,
                 request_id=request_id,
             ),
+            last=lambda event: isinstance(event, DoneEvent),
+        )
+
+    def stream_options(
+        self, question: str, options: RequestOptions, *, request_id: str | None = None
+    ) -> Iterator[Event]:
+        """:meth:`events` for synchronous callers."""
+        return self._sync.iterate(
+            lambda: self.events(question, options, request_id=request_id),
             last=lambda event: isinstance(event, DoneEvent),
         )
 

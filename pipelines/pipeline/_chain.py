@@ -22,6 +22,7 @@ from langchain_core.runnables import Runnable, RunnableConfig
 from pipelines.answering.prompts import answer_messages
 from pipelines.citations.sources import number_sources
 from pipelines.core.errors import ModelError, ReactomeAnswersError
+from pipelines.core.options import RequestOptions
 from pipelines.core.redaction import one_line
 from pipelines.core.tags import ANSWER_TAG, RETRIEVAL_TAG
 
@@ -101,25 +102,27 @@ class AnswerChain(Runnable[dict[str, Any], str]):
     def OutputType(self) -> type[str]:  # noqa: N802
         return str
 
-    def _retrieval_kwargs(self, inputs: dict[str, Any]) -> dict[str, Any]:
-        if not self._takes_options:
-            return {}
-        return {
-            "history": list(inputs.get("history") or []),
-            "collections": inputs.get("collections"),
-            "versions": inputs.get("versions"),
-        }
+    @staticmethod
+    def _options(inputs: dict[str, Any]) -> RequestOptions:
+        # The pipeline passes its typed options; a LangChain caller of ``pipeline.chain``
+        # passes the same options as plain keys.
+        given = inputs.get("options")
+        if isinstance(given, RequestOptions):
+            return given
+        return RequestOptions.from_mapping({k: v for k, v in inputs.items() if k != "question"})
+
+    def _retrieval_kwargs(self, options: RequestOptions) -> dict[str, Any]:
+        # A retriever from outside takes the question alone.
+        return {"options": options} if self._takes_options else {}
 
     def _prompt(
-        self, inputs: dict[str, Any], documents: list[Document]
+        self, question: str, options: RequestOptions, documents: list[Document]
     ) -> list[BaseMessage] | None:
-        cite = inputs.get("cite_urls")
-        cite = self._cite_urls if cite is None else bool(cite)
+        cite = self._cite_urls if options.cite_urls is None else options.cite_urls
         sources, context = number_sources(documents, cite_urls=cite)
         if not sources and not context:
             return None  # nothing found: no model call at all
-        history = list(inputs.get("history") or [])
-        return answer_messages(inputs["question"], sources, context, history)
+        return answer_messages(question, sources, context, list(options.history))
 
     # Streaming the model even under invoke is what makes on_llm_new_token fire. ``config``
     # carries this run's callbacks (LangChain passes it with them), so both runs are its
@@ -130,10 +133,11 @@ class AnswerChain(Runnable[dict[str, Any], str]):
         run_manager: CallbackManagerForChainRun,
         config: RunnableConfig,
     ) -> str:
+        options = self._options(inputs)
         documents = self._retriever().invoke(
-            inputs["question"], config, **self._retrieval_kwargs(inputs)
+            inputs["question"], config, **self._retrieval_kwargs(options)
         )
-        messages = self._prompt(inputs, documents)
+        messages = self._prompt(inputs["question"], options, documents)
         if messages is None:
             return ""
         with _model_errors():
@@ -145,10 +149,11 @@ class AnswerChain(Runnable[dict[str, Any], str]):
         run_manager: AsyncCallbackManagerForChainRun,
         config: RunnableConfig,
     ) -> str:
+        options = self._options(inputs)
         documents = await self._retriever().ainvoke(
-            inputs["question"], config, **self._retrieval_kwargs(inputs)
+            inputs["question"], config, **self._retrieval_kwargs(options)
         )
-        messages = self._prompt(inputs, documents)
+        messages = self._prompt(inputs["question"], options, documents)
         if messages is None:
             return ""
         with _model_errors():

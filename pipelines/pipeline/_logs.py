@@ -28,7 +28,7 @@ class RequestLogs:
         self.settings = settings
         self._pruned_at: float | None = None
         # What identifies the settings a log was written under, without the home folder.
-        dumped = settings.model_dump(mode="json", exclude={"home", "api_keys"})
+        dumped = settings.model_dump(mode="json", exclude={"home"})
         self._digest = hashlib.sha256(json.dumps(dumped, sort_keys=True).encode()).hexdigest()
         self._digest = self._digest[:16]
 

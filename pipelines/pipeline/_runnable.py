@@ -9,7 +9,6 @@ Runnable shows ``citation``, ``reference``, ``token`` and ``done`` in the stream
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.callbacks import (
@@ -21,6 +20,7 @@ from langchain_core.runnables import Runnable, RunnableConfig
 
 from callbacks.events import Event
 from pipelines.core.errors import InputError
+from pipelines.core.options import RequestOptions
 from pipelines.pipeline._result import answer_result
 
 if TYPE_CHECKING:
@@ -28,10 +28,8 @@ if TYPE_CHECKING:
 
 __all__ = ["PipelineRunnable"]
 
-_OPTIONS = ("history", "collections", "cite_urls", "live_citations")
 
-
-def _arguments(inputs: Any) -> tuple[str, dict[str, Any]]:
+def _arguments(inputs: Any) -> tuple[str, RequestOptions]:
     if isinstance(inputs, str):
         inputs = {"question": inputs}
     if not isinstance(inputs, dict) or not isinstance(inputs.get("question"), str):
@@ -39,23 +37,8 @@ def _arguments(inputs: Any) -> tuple[str, dict[str, Any]]:
             "the input has no question",
             fix='give {"question": "...", "history"?: [...], "collections"?: [...]}',
         )
-    unknown = sorted(set(inputs) - {"question", *_OPTIONS})
-    if unknown:
-        raise InputError(
-            f"the input has keys it does not take: {', '.join(unknown)}",
-            fix=f"use question, {', '.join(_OPTIONS)}",
-        )
-    options = {key: inputs[key] for key in _OPTIONS if inputs.get(key) is not None}
-    history: Sequence[Any] = options.get("history", ())
-    options["history"] = [_turn(turn) for turn in history]
-    return inputs["question"], options
-
-
-def _turn(turn: Any) -> tuple[str, str]:
-    if isinstance(turn, dict):
-        return str(turn.get("role")), str(turn.get("content"))
-    role, content = turn
-    return str(role), str(content)
+    options = {key: value for key, value in inputs.items() if key != "question"}
+    return inputs["question"], RequestOptions.from_mapping(options)
 
 
 def _custom(event: Event) -> tuple[str, dict[str, Any]]:
@@ -83,7 +66,7 @@ class PipelineRunnable(Runnable[dict[str, Any], dict[str, Any]]):
     ) -> dict[str, Any]:
         question, options = _arguments(inputs)
         events = []
-        for event in self._pipeline.stream(question, **options):
+        for event in self._pipeline.stream_options(question, options):
             events.append(event)
             dispatch_custom_event(*_custom(event), config=config)
         return answer_result(events)
@@ -93,7 +76,7 @@ class PipelineRunnable(Runnable[dict[str, Any], dict[str, Any]]):
     ) -> dict[str, Any]:
         question, options = _arguments(inputs)
         events = []
-        async for event in self._pipeline.astream(question, **options):
+        async for event in self._pipeline.events(question, options):
             events.append(event)
             await adispatch_custom_event(*_custom(event), config=config)
         return answer_result(events)

@@ -1,6 +1,8 @@
 """From a question to ranked sources: the refusal rules applied before any search
 (``refusal_rules``), the personal-advice gate (``advice``), the query expander and router
-(``expander``) and the retriever that searches, fuses and gates (``retriever``).
+(``expander``) and the retriever that searches, fuses and gates (``retriever``): it runs the
+expander as a child run (``expander_run``), searches the versions it keeps live
+(``live_versions``) and orders what it found with pure arithmetic (``ranking``).
 """
 
 from pipelines.retrieval.advice import (
@@ -22,21 +24,40 @@ from pipelines.retrieval.expander import (
     route,
     rule_expansion,
 )
-from pipelines.retrieval.refusal_rules import ADVICE_REFUSAL, Refusal, rule_refusal
-from pipelines.retrieval.retriever import (
+from pipelines.retrieval.expander_run import (
     EXPANSION,
     EXPANSION_FALLBACK,
-    RANKINGS,
-    Ranking,
-    ReactomeRetriever,
+    aexpand,
+    expand,
+    expansion_data,
+    fallback_data,
+    stop_if_personal_advice,
 )
+from pipelines.retrieval.live_versions import LiveVersions, ReadWriteGate
+from pipelines.retrieval.ranking import (
+    CHUNKS_PER_SOURCE,
+    RRF_K,
+    ScoredChunk,
+    SourceEntry,
+    best_first,
+    entity_of,
+    gate_collections,
+    keyword_evidence,
+    one_per_entity,
+    rank_sources,
+    reciprocal_rank_fusion,
+)
+from pipelines.retrieval.refusal_rules import ADVICE_REFUSAL, Refusal, rule_refusal
+from pipelines.retrieval.retriever import RANKINGS, Ranking, ReactomeRetriever
 
 __all__ = [
     "ADVICE_REFUSAL",
+    "CHUNKS_PER_SOURCE",
     "EXPANSION",
     "EXPANSION_FALLBACK",
     "MARGIN",
     "RANKINGS",
+    "RRF_K",
     "STOPWORDS",
     "THRESHOLD",
     "WEBSITE_THRESHOLD",
@@ -44,15 +65,31 @@ __all__ = [
     "AdviceGate",
     "AdviceVerdict",
     "Expansion",
+    "LiveVersions",
     "Ranking",
     "ReactomeRetriever",
+    "ReadWriteGate",
     "Refusal",
     "RuleExpanderModel",
+    "ScoredChunk",
+    "SourceEntry",
+    "aexpand",
+    "best_first",
+    "entity_of",
+    "expand",
     "expander_messages",
+    "expansion_data",
+    "fallback_data",
+    "gate_collections",
+    "keyword_evidence",
     "leave_one_out",
     "load_examples",
+    "one_per_entity",
     "parse_expansion",
+    "rank_sources",
+    "reciprocal_rank_fusion",
     "route",
     "rule_expansion",
     "rule_refusal",
+    "stop_if_personal_advice",
 ]

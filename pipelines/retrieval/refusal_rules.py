@@ -14,7 +14,7 @@ from typing import Any
 
 from pipelines.core.redaction import redact_secrets
 
-__all__ = ["ADVICE_REFUSAL", "Refusal", "rule_refusal"]
+__all__ = ["ADVICE_REFUSAL", "Refusal", "question_too_long", "rule_refusal"]
 
 _EMPTY = "The question is empty; ask about a pathway, a gene, a disease or the website."
 _NOT_TEXT = (
@@ -114,17 +114,26 @@ class Refusal:
         return {"reason": self.reason, "detail": self.detail}
 
 
+def question_too_long(question: str, max_chars: int) -> str | None:
+    """Why ``question`` is refused for its length, or None. The one wording: the pipeline
+    refuses with it, and the HTTP routes, which turn a long question away before it reaches
+    the pipeline, answer their error with it."""
+    if len(question) <= max_chars:
+        return None
+    return (
+        f"The question is {len(question):,} characters; the limit is {max_chars:,}. "
+        "Ask something shorter."
+    )
+
+
 def rule_refusal(question: str, max_chars: int) -> Refusal | None:
     """Why ``question`` is refused by a rule (its text, and the rule for the event log), or
     None when the rules let it through."""
     if not question.strip():
         return Refusal(_EMPTY, "rule", {"rule": "empty"})
-    if len(question) > max_chars:
-        text = (
-            f"The question is {len(question):,} characters long; the limit is {max_chars:,}. "
-            "Ask something shorter."
-        )
-        return Refusal(text, "rule", {"rule": "too_long", "chars": len(question)})
+    too_long = question_too_long(question, max_chars)
+    if too_long is not None:
+        return Refusal(too_long, "rule", {"rule": "too_long", "chars": len(question)})
     if _has_control_characters(question):
         return Refusal(_NOT_TEXT, "rule", {"rule": "control_characters"})
     matched = _decision(question)

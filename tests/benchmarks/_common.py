@@ -14,9 +14,8 @@ from typing import Any
 import yaml
 from langchain_core.embeddings import Embeddings
 
-from pipelines.catalog.catalog import catalog_from_path
+from pipelines.catalog.catalog import COLLECTION_NAMES, catalog_from_path
 from pipelines.core.settings import Settings, load_settings
-from pipelines.index import store
 from pipelines.index.ingest import CollectionFiles, ingest, locate_files
 
 HERE = Path(__file__).resolve().parent
@@ -35,7 +34,7 @@ def corpus_sources(data: Path, *, with_reactions: bool) -> dict[str, CollectionF
         raise SystemExit(f"no release files at {data}; pass --data DIR (../shared/data)")
     if with_reactions and not (data / "extra" / "reaction_summations.tsv").is_file():
         raise SystemExit(f"no extra/reaction_summations.tsv under {data}; pass --data DIR")
-    sources = locate_files(data, store.COLLECTION_NAMES, required=True)
+    sources = locate_files(data, COLLECTION_NAMES, required=True)
     if with_reactions:
         sources.update(locate_files(data / "extra", ["reactions"], required=True, catalog=CATALOG))
     return sources

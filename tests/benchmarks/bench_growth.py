@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 from langchain_core.embeddings import Embeddings
 
-from pipelines.catalog.catalog import catalog_for
+from pipelines.catalog.catalog import COLLECTION_NAMES, catalog_for
 from pipelines.core.settings import Settings, load_settings
 from pipelines.index import store
 from pipelines.index.chunk_table import ChunkTable
@@ -113,7 +113,7 @@ def bench_growth(settings: Settings, embeddings: Any, questions: Sequence[str]) 
     client = store.open_client(settings)
     runs = []
     for factor, name in SIZES.items():
-        collections = [*store.COLLECTION_NAMES, name]
+        collections = [*COLLECTION_NAMES, name]
         chunks = 0
         for collection in collections:
             version = store.active_version(client, collection)

@@ -44,9 +44,11 @@ from langchain_core.language_models import FakeListChatModel
 
 from callbacks.events import CitationEvent, DoneEvent, Event, TokenEvent
 from pipelines.answering.sentences import points_back
+from pipelines.catalog.catalog import COLLECTION_NAMES
 from pipelines.citations.finalize import cited_numbers
+from pipelines.core.options import RequestOptions
 from pipelines.index.embeddings import MiniLMEmbeddings
-from pipelines.index.store import COLLECTION_NAMES, open_client
+from pipelines.index.store import open_client
 from pipelines.pipeline import AnswerPipeline
 from pipelines.retrieval.advice import leave_one_out
 from pipelines.retrieval.expander import expander_messages, parse_expansion
@@ -123,11 +125,11 @@ def evaluate_retrieval(
         )
         # The ranking rows search everything, so they compare rankings alone; the default
         # row searches what the expander routes the question to, as a request does.
-        forced = None if row == DEFAULT else list(COLLECTION_NAMES)
+        forced = RequestOptions(collections=None if row == DEFAULT else COLLECTION_NAMES)
         per_question = []
         started = time.perf_counter()
         for question in questions:
-            ranked = retriever.invoke(question["question"], collections=forced)
+            ranked = retriever.invoke(question["question"], options=forced)
             per_question.append(
                 retrieval_scores(ranked, set(question["relevant"]), set(question["collections"]))
             )

@@ -1,0 +1,118 @@
+"""The HTTP server's settings: body and connection limits, timeouts, API keys, rate limits,
+CORS, the proxies to believe, and what the OpenAI protocol adds to an answer.
+
+They are read like the pipeline's (:mod:`pipelines.core.settings`: ``REACTOME_ANSWERS_*``
+variables, the same checks and messages) but kept apart, since the pipeline uses none of them.
+Importing this module is what makes these variables known: every command imports it
+(``app.cli``), so a misspelt one is refused there as any other.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field, SecretStr, field_validator
+
+from pipelines.core.settings import ReactomeSettings, load_config
+
+__all__ = ["ServerSettings", "load_server_settings"]
+
+
+class ServerSettings(ReactomeSettings):
+    """The settings of ``serve`` (and ``replay --serve``); construct through
+    :func:`load_server_settings` for clear errors."""
+
+    max_body_bytes: int = Field(default=65_536, ge=1024, description="larger HTTP bodies get 413")
+    header_timeout_s: float = Field(
+        default=10.0,
+        gt=0,
+        le=3600,
+        description="a connection whose request headers take longer to arrive is closed",
+    )
+    body_timeout_s: float = Field(
+        default=30.0, gt=0, le=3600, description="a request body that takes longer gets 408"
+    )
+    keep_alive_s: int = Field(
+        default=5, ge=1, le=3600, description="an idle kept-alive connection is closed after this"
+    )
+    max_connections: int = Field(
+        default=1000, ge=1, description="connections over this many are refused with 503"
+    )
+    cors_origins: str = Field(default="", description="comma-separated origins allowed by CORS")
+    api_keys: SecretStr | None = Field(
+        default=None,
+        description="keys a client must send as 'Authorization: Bearer KEY' (comma separated, "
+        "or @FILE with one per line); unset: no key needed",
+    )
+    max_concurrent_answers: int = Field(
+        default=0,
+        ge=0,
+        description="answers in progress at once per server; one more gets 429 at once (0: no cap)",
+    )
+    rate_limit: int = Field(
+        default=0,
+        ge=0,
+        description="requests per minute per API key, or per client address without keys; "
+        "beyond it 429 (0: no limit)",
+    )
+    auth_failures_per_minute: int = Field(
+        default=30,
+        ge=1,
+        description="wrong or missing API keys per minute from one client address; beyond "
+        "it 429 until the minute refills (only with API keys)",
+    )
+    forwarded_allow_ips: str = Field(
+        default="",
+        description="comma-separated addresses of proxies whose X-Forwarded-For and "
+        "X-Forwarded-Proto are believed (the client address then comes from them); empty: "
+        "none, so no client can choose its own address",
+    )
+    openai_sources: bool = Field(
+        default=True,
+        description="OpenAI-compatible answers end with a Markdown list of their sources, for "
+        "clients that show text only",
+    )
+
+    @field_validator("api_keys")
+    @classmethod
+    def _check_api_keys(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None:
+            _read_keys(value.get_secret_value())  # a file that cannot be read fails at start
+        return value
+
+    @property
+    def api_key_set(self) -> frozenset[str]:
+        """The keys a client may send; empty when no key is needed."""
+        if self.api_keys is None:
+            return frozenset()
+        return _read_keys(self.api_keys.get_secret_value())
+
+
+def _read_keys(value: str) -> frozenset[str]:
+    """The keys ``value`` gives: comma separated, or ``@FILE`` with one key per line. The
+    messages never include a key."""
+    if value.startswith("@"):
+        path = Path(value[1:]).expanduser()
+        try:
+            lines = path.read_text(encoding="utf-8").splitlines()
+        except (OSError, UnicodeDecodeError) as error:
+            reason = error.strerror if isinstance(error, OSError) else "it is not UTF-8 text"
+            raise ValueError(f"the key file {path} cannot be read ({reason})") from None
+        keys = [line.strip() for line in lines]
+        where = f"the key file {path}"
+    else:
+        keys = [key.strip() for key in value.split(",")]
+        where = "the list"
+    found = frozenset(key for key in keys if key and not key.startswith("#"))
+    if not found:
+        raise ValueError(f"{where} holds no key; give at least one, or unset it")
+    if any(any(c.isspace() for c in key) or not key.isprintable() for key in found):
+        raise ValueError(f"{where} holds a key with a space or control character in it")
+    return found
+
+
+def load_server_settings(**overrides: Any) -> ServerSettings:
+    """The server's settings from the environment and ``overrides`` (``None`` ones ignored);
+    a :class:`~pipelines.core.errors.ConfigurationError` names the variable and the fix."""
+    return load_config(ServerSettings, **overrides)

@@ -1,0 +1,203 @@
+// One answer as the page shows it: its state from the events of the stream, and its text,
+// markers and Sources drawn into the page. Kept apart from the page itself so that
+// tests/test_web_client_logic.py can feed it the events of real streams in Node.
+//
+// Everything from the server is written into the page as text nodes: a source or a token
+// that contains markup shows as characters, it never becomes part of the page.
+
+import { findMarkers, toNumber } from "./markers.js";
+
+const SITE = "https://reactome.org";
+
+// --- One answer, from its events -------------------------------------------------------------
+// Two modes, told apart by start.data.options.live_citations:
+// - live: the tokens carry their final markers, and a reference event comes right before the
+//   token that first cites each source. The text is the tokens and done never replaces it;
+//   the Sources list grows one reference at a time.
+// - not live (a server without the option ignores the field): the tokens carry the model's
+//   markers, numbered as the retrieved list, so that list is the Sources while the answer
+//   streams; done swaps in the final text and the sources it cites, together.
+// Either way the retrieved list (every citation event) is kept as what was searched.
+
+// The states whose done text is the text streamed; any other (a refusal, nothing found) is a
+// message the server writes in done itself.
+const STREAMED_STATES = new Set(["answered", "failed"]);
+
+export class AnswerState {
+  constructor() {
+    this.live = false;
+    this.retrieved = []; // every citation, in retrieval order
+    this.references = []; // live: the reference events so far, in final order
+    this.tokens = "";
+    this.done = null; // done's data, once it came
+  }
+
+  apply(event) {
+    const data = event.data || {};
+    if (event.type === "start") {
+      this.live = Boolean(data.options && data.options.live_citations === true);
+    } else if (event.type === "citation") {
+      this.retrieved.push(data);
+    } else if (event.type === "reference") {
+      if (this.live) this.references.push(data);
+    } else if (event.type === "token") {
+      this.tokens += data.text;
+    } else if (event.type === "done") {
+      this.done = data;
+    }
+  }
+
+  // The answer's text as the page shows it.
+  get text() {
+    if (this.done === null) return this.tokens;
+    if (this.live && STREAMED_STATES.has(this.done.state)) return this.tokens;
+    return this.done.text ?? "";
+  }
+
+  // The answer's Sources list; its numbers are the ones the text's markers use.
+  get sources() {
+    if (this.done !== null) {
+      // An answer that cites nothing had no reference events: like any answer, it lists
+      // what done lists (the untouched retrieved list, or nothing).
+      if (this.live && this.references.length) return this.references;
+      return this.done.references ?? [];
+    }
+    return this.live ? this.references : this.retrieved;
+  }
+}
+
+// --- Rendering --------------------------------------------------------------------------------
+
+export function sourceHref(source) {
+  if (source.st_id) return `${SITE}/content/detail/${encodeURIComponent(source.st_id)}`;
+  const url = source.url || "";
+  if (/^https?:\/\//i.test(url)) return url;
+  if (url.startsWith("/")) return SITE + url;
+  return null;
+}
+
+function sourceLabel(source) {
+  return source.st_id || source.url;
+}
+
+export function textPieces(text, sources) {
+  // The text cut into plain text ({text}), code ({code}) and the numbers of its markers
+  // ({cite: digits, source}: the source with that number, or null); joined, the pieces are
+  // the text. Brackets, commas, dashes and spaces of a marker stay plain text.
+  const byNumber = new Map(sources.map((source) => [source.n, source]));
+  const { code, groups } = findMarkers(text);
+  // Code spans and marker groups never overlap: walk both in text order.
+  const spans = [
+    ...code.map(([start, end]) => ({ start, end, code: true })),
+    ...groups.map((group) => ({ ...group, code: false })),
+  ].sort((a, b) => a.start - b.start);
+  const pieces = [];
+  const plain = (start, end) => {
+    if (end > start) pieces.push({ text: text.slice(start, end) });
+  };
+  let last = 0;
+  for (const span of spans) {
+    plain(last, span.start);
+    if (span.code) {
+      pieces.push({ code: text.slice(span.start, span.end) });
+    } else {
+      let inside = span.start;
+      for (const [start, end] of span.numbers) {
+        plain(inside, start);
+        const digits = text.slice(start, end);
+        pieces.push({ cite: digits, source: byNumber.get(toNumber(digits)) ?? null });
+        inside = end;
+      }
+      plain(inside, span.end);
+    }
+    last = span.end;
+  }
+  plain(last, text.length);
+  return pieces;
+}
+
+function citeLink(digits, source) {
+  const href = source && sourceHref(source);
+  if (!href) return document.createTextNode(digits);
+  const link = document.createElement("a");
+  link.className = "cite";
+  link.href = href;
+  link.textContent = digits;
+  link.title = source.display_name;
+  link.target = "_blank";
+  link.rel = "noopener noreferrer";
+  return link;
+}
+
+function renderText(target, text, sources) {
+  const fragment = document.createDocumentFragment();
+  for (const piece of textPieces(text, sources)) {
+    if ("code" in piece) {
+      const element = document.createElement("code");
+      element.textContent = piece.code;
+      fragment.append(element);
+    } else if ("cite" in piece) {
+      fragment.append(citeLink(piece.cite, piece.source));
+    } else {
+      fragment.append(piece.text);
+    }
+  }
+  target.replaceChildren(fragment);
+}
+
+function sourceItem(source) {
+  const item = document.createElement("li");
+  item.value = source.n;
+  item.dataset.n = String(source.n);
+  item.dataset.source = sourceLabel(source);
+  const href = sourceHref(source);
+  const name = document.createElement(href ? "a" : "span");
+  name.className = "name";
+  name.textContent = source.display_name;
+  if (href) {
+    name.href = href;
+    name.target = "_blank";
+    name.rel = "noopener noreferrer";
+  }
+  const detail = document.createElement("span");
+  detail.className = "collection";
+  detail.textContent = ` (${source.collection}, ${sourceLabel(source)})`;
+  item.append(name, detail);
+  return item;
+}
+
+function renderList(list, sources, shown) {
+  // A list that only grew gets the new entries appended; any other change redraws it.
+  const grew = shown.length <= sources.length && shown.every((s, i) => s === sources[i]);
+  if (grew) list.append(...sources.slice(shown.length).map(sourceItem));
+  else list.replaceChildren(...sources.map(sourceItem));
+}
+
+function sameList(a, b) {
+  return a.length === b.length && a.every((item, index) => item === b[index]);
+}
+
+// Draws what changed since the last call into the page's elements (`view`: answer, sources,
+// sourcesSection, retrieved, retrievedSection, retrievedSummary): the text, the Sources (the
+// heading and the list appear together, and only when there is something to list) and what
+// was searched.
+export function drawer(view) {
+  let shown = { text: "", sources: [], retrieved: [] };
+  return (answer) => {
+    const { text, sources, retrieved } = answer;
+    const sourcesChanged = !sameList(sources, shown.sources);
+    // The links of the markers follow the Sources, so the text is redrawn with them.
+    if (text !== shown.text || sourcesChanged) renderText(view.answer, text, sources);
+    if (sourcesChanged) {
+      renderList(view.sources, sources, shown.sources);
+      view.sourcesSection.hidden = sources.length === 0;
+    }
+    if (!sameList(retrieved, shown.retrieved)) {
+      renderList(view.retrieved, retrieved, shown.retrieved);
+      const count = retrieved.length;
+      view.retrievedSummary.textContent = `Searched ${count} source${count === 1 ? "" : "s"}`;
+      view.retrievedSection.hidden = count === 0;
+    }
+    shown = { text, sources: [...sources], retrieved: [...retrieved] };
+  };
+}

@@ -1,0 +1,66 @@
+"""What a caller may ask of one answer besides the question, as one typed object.
+
+The entry points (the pipeline's four methods, its Runnable, the HTTP request models) build a
+:class:`RequestOptions`; the chain hands it to the retriever unchanged, so an option is
+spelled, typed and defaulted in one place from the caller down to the search.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pipelines.core.errors import InputError
+
+__all__ = ["History", "RequestOptions"]
+
+History = Sequence[tuple[str, str]]
+
+
+@dataclass(frozen=True, kw_only=True)
+class RequestOptions:
+    """One request's options.
+
+    ``history``: earlier turns, ``(role, text)`` pairs, oldest first. ``collections``: search
+    only these (None: the router chooses). ``cite_urls``: number user-guide pages as sources
+    (None: the setting decides). ``live_citations``: tokens carry their final markers
+    (docs/contract.md). ``versions`` is set by the pipeline, never by a caller: the collection
+    versions the request's log header names, which the search then reads."""
+
+    history: tuple[tuple[str, str], ...] = ()
+    collections: tuple[str, ...] | None = None
+    cite_urls: bool | None = None
+    live_citations: bool = False
+    versions: Mapping[str, str] | None = None
+
+    def __post_init__(self) -> None:
+        # Callers pass lists (JSON has no tuples); the object stays hashable and immutable.
+        object.__setattr__(self, "history", tuple(_turn(turn) for turn in self.history))
+        if self.collections is not None:
+            object.__setattr__(self, "collections", tuple(self.collections) or None)
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, Any]) -> RequestOptions:
+        """The options in a plain mapping (a Runnable's input, minus its question); a key
+        given as None counts as absent. Unknown keys are an :class:`InputError` naming them."""
+        accepted = [f.name for f in dataclasses.fields(cls) if f.name != "versions"]
+        unknown = sorted(set(values) - set(accepted))
+        if unknown:
+            raise InputError(
+                f"the input has keys it does not take: {', '.join(unknown)}",
+                fix=f"use question, {', '.join(accepted)}",
+            )
+        return cls(**{key: value for key, value in values.items() if value is not None})
+
+    def pinned_to(self, versions: Mapping[str, str] | None) -> RequestOptions:
+        """These options, searching the given collection versions."""
+        return dataclasses.replace(self, versions=versions)
+
+
+def _turn(turn: Any) -> tuple[str, str]:
+    if isinstance(turn, Mapping):
+        return str(turn.get("role")), str(turn.get("content"))
+    role, content = turn
+    return str(role), str(content)

@@ -1,0 +1,250 @@
+"""One request: its log, its handler, the chain under the time limit, and its events in order.
+
+:meth:`AnswerPipeline.astream` builds an :class:`AnswerRequest` and yields its events; the
+pipeline holds the parts (models, retriever, chain), this module what one question needs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncGenerator
+from typing import TYPE_CHECKING, Any
+
+from langchain_core.runnables import RunnableConfig
+
+from callbacks.events import DoneEvent, Event, TokenEvent
+from callbacks.handler import AnswerEventHandler
+from callbacks.log import EventLog
+from pipelines.catalog.catalog import catalog_for
+from pipelines.core.errors import ErrorCode, PersonalAdviceError, ReactomeAnswersError
+from pipelines.core.normalize import normalize_question
+from pipelines.core.options import RequestOptions
+from pipelines.core.redaction import one_line, redact_secrets
+from pipelines.retrieval.refusal_rules import ADVICE_REFUSAL, Refusal
+
+if TYPE_CHECKING:
+    from pipelines.pipeline._answer import AnswerPipeline
+
+__all__ = ["REFUSAL_EVENT", "AnswerRequest"]
+
+# The custom callback event that records why a question was refused: the event log keeps it
+# as a callback record, which ``replay --check`` passes through without an event.
+REFUSAL_EVENT = "reactome-answers:refusal"
+
+# Queued after a request's events once its work has ended (see _end_without_done).
+_WORK_ENDED = object()
+
+
+def refuse(handler: AnswerEventHandler, refusal: Refusal) -> None:
+    # Why, as a custom event: the log records it and a replay emits nothing for it.
+    handler.on_custom_event(REFUSAL_EVENT, refusal.log_data(), run_id=uuid.uuid4())
+    handler.finish("refused", text=refusal.text)
+
+
+class AnswerRequest:
+    """One question through one pipeline; :meth:`events` runs it."""
+
+    def __init__(
+        self,
+        pipeline: AnswerPipeline,
+        question: str,
+        options: RequestOptions,
+        request_id: str | None = None,
+    ) -> None:
+        self.pipeline = pipeline
+        self.settings = pipeline.settings
+        self.request_id = request_id or uuid.uuid4().hex
+        self.options = options
+        self.cite = self.settings.cite_urls if options.cite_urls is None else options.cite_urls
+        # Every rule and the search read the canonical form; what is echoed (the start event)
+        # and logged is what was asked, with pasted credentials redacted.
+        self.normalized = normalize_question(question)
+        self.shown = redact_secrets(question)
+        self.collections = list(options.collections or ["auto"])
+        self.start_options = {
+            "llm": self.settings.llm,
+            "cite_urls": self.cite,
+            "live_citations": options.live_citations,
+            "history_turns": len(options.history),
+        }
+
+    def _handler(self, emit: Any, log: EventLog | None) -> AnswerEventHandler:
+        return AnswerEventHandler(
+            request_id=self.request_id,
+            emit=emit,
+            cite_urls=self.cite,
+            live_citations=self.options.live_citations,
+            raise_error=self.pipeline.raise_handler_errors,
+            record=log.callback if log is not None else None,
+        )
+
+    # --- the log ---------------------------------------------------------------------------
+
+    def _open_log(self) -> tuple[EventLog | None, dict[str, str] | None]:
+        """The request's log, and the collection versions its header names (None when the
+        store could not say: the search then takes the live ones)."""
+        try:
+            releases = self.pipeline.operator.collection_releases()
+        except Exception:  # a log header is never worth failing a request
+            releases = {}
+        questions = {
+            "question": self.shown,
+            "normalized_question": redact_secrets(self.normalized),
+            # What the expander and the model saw before the question.
+            "history": [
+                {"role": role, "content": redact_secrets(content)}
+                for role, content in self.options.history
+            ],
+        }
+        log = self.pipeline.logs.open(
+            self.request_id, questions, self.options.collections, self.start_options, releases
+        )
+        pinned = {name: str(release["version"]) for name, release in releases.items()}
+        return log, pinned or None
+
+    def _log_cancelled_start(self, opened: asyncio.Future[Any]) -> None:
+        """The caller left while the log was being opened: once it is, it still gets its
+        start, a cancelled error and its done, like any other cancelled answer."""
+        if opened.cancelled() or opened.exception() is not None:
+            return
+        log: EventLog | None = opened.result()[0]
+        if log is None:
+            return
+        handler = self._handler(log.event, log)
+        handler.start(self.shown, self.collections, self.start_options)
+        handler.fail(ErrorCode.CANCELLED, "the request was cancelled before it started")
+        log.close()
+
+    # --- the work --------------------------------------------------------------------------
+
+    async def _run(self, handler: AnswerEventHandler, options: RequestOptions) -> None:
+        pipeline = self.pipeline
+        config: RunnableConfig = {
+            "callbacks": [handler, *pipeline.callbacks],
+            "run_name": "reactome-answers",
+        }
+        limit = self.settings.request_timeout_s
+        try:
+            async with asyncio.timeout(limit) as deadline:
+                if not pipeline.retrieval.checks_advice:
+                    # Off the event loop: the first call embeds the examples, about a second.
+                    refusal = await asyncio.to_thread(pipeline.check_advice, self.normalized)
+                    if refusal is not None:
+                        refuse(handler, refusal)
+                        return
+                inputs = {"question": self.normalized, "options": options}
+                reply = await pipeline.chain.ainvoke(inputs, config)
+        except TimeoutError:
+            if deadline.expired():
+                handler.fail(
+                    ErrorCode.TIMEOUT,
+                    f"no answer within {limit:g} s; raise REACTOME_ANSWERS_REQUEST_TIMEOUT_S "
+                    "or try again",
+                )
+            else:  # the model or its client timed out, not the request
+                handler.fail(ErrorCode.MODEL_FAILED, "the model did not answer in time; try again")
+            return
+        except asyncio.CancelledError:
+            if handler.done is None:
+                handler.fail(ErrorCode.CANCELLED, "the request was cancelled before it finished")
+            raise
+        except PersonalAdviceError as error:
+            # The expander's or the gate's verdict, raised inside the retrieval run before any
+            # search: no citation was sent and no answer token, so the answer is a plain refusal.
+            refuse(handler, Refusal(ADVICE_REFUSAL, error.reason, error.detail))
+            return
+        except ReactomeAnswersError as error:
+            handler.fail(error.code, str(error))
+            return
+        except Exception as error:
+            handler.fail(ErrorCode.INTERNAL, one_line(error))
+            return
+        if not handler.retrieval_ended or (not handler.sources and not handler.context):
+            handler.finish("nothing_found", text=catalog_for(self.settings).nothing_found())
+        else:
+            # A model that did not stream left no tokens: its reply is the answer.
+            handler.finish("answered", text=None if handler.raw_text else reply)
+
+    @staticmethod
+    def _end_without_done(task: asyncio.Task[None], handler: AnswerEventHandler) -> None:
+        """The work ended and no ``done`` came before (a bug): a failure, and ``done``, anyway.
+
+        Waiting on the queue alone, with this marker queued when the work ends, costs one
+        future per event; waiting on the queue and the task together cost a task and a
+        wait per event (a tenth of the per-token time at a hosted model's pace)."""
+        if handler.done is None:
+            problem = None if task.cancelled() else task.exception()
+            why = one_line(problem) if problem is not None else "cancelled"
+            handler.fail(ErrorCode.INTERNAL, f"the answer stopped unexpectedly ({why})")
+
+    async def events(self) -> AsyncGenerator[Event, None]:
+        """``start``, ``citation``..., ``token``..., ``done``; leaving early cancels the work."""
+        catalog_for(self.settings).check(self.options.collections or ())
+        events: asyncio.Queue[Any] = asyncio.Queue()  # events, then perhaps _WORK_ENDED
+        log: EventLog | None = None
+        versions: dict[str, str] | None = None  # unpinned: each search takes the live ones
+        if self.settings.event_logs:
+            # In a worker thread: reading the collections' releases and pruning old logs touch
+            # the store and the disk, which must not stall the other streams on this loop.
+            opening = asyncio.ensure_future(asyncio.to_thread(self._open_log))
+            try:
+                log, versions = await asyncio.shield(opening)
+            except asyncio.CancelledError:
+                opening.add_done_callback(self._log_cancelled_start)
+                raise
+
+        observers = list(self.pipeline.observers)
+        tokens = 0
+        finished = False
+
+        def emit(event: Event) -> None:
+            nonlocal tokens, finished
+            events.put_nowait(event)
+            if log is not None:
+                log.event(event)
+            if observers:
+                if isinstance(event, TokenEvent):
+                    tokens += 1
+                elif isinstance(event, DoneEvent):
+                    finished = True
+                    for observer in observers:
+                        observer.answer_finished(event.data, tokens)
+
+        handler = self._handler(emit, log)
+        for observer in observers:
+            observer.answer_started()
+        handler.start(self.shown, self.collections, self.start_options)
+        refusal = self.pipeline.check_question(self.normalized)
+        task: asyncio.Task[None] | None = None
+        if refusal is not None:
+            refuse(handler, refusal)
+        else:
+            # The versions the log header names are the ones searched, even if an ingest
+            # makes others live meanwhile.
+            task = asyncio.create_task(self._run(handler, self.options.pinned_to(versions)))
+            # Every event the work emits is queued before it ends; this comes after them all.
+            task.add_done_callback(lambda _: events.put_nowait(_WORK_ENDED))
+        try:
+            while True:
+                event = await events.get()
+                if event is _WORK_ENDED:
+                    assert task is not None
+                    self._end_without_done(task, handler)
+                    continue
+                yield event
+                if isinstance(event, DoneEvent):
+                    break
+        finally:
+            try:
+                if task is not None and not task.done():
+                    task.cancel()  # the consumer went away: stop the model work too
+                    await asyncio.gather(task, return_exceptions=True)
+            finally:
+                # Closed even when the await above is itself cancelled (anyio cancels every
+                # await inside a cancelled scope, as Starlette's is after a disconnect).
+                if log is not None:
+                    log.close()
+                if not finished:  # done never came (it always should): still counted out
+                    for observer in observers:
+                        observer.answer_finished(None, tokens)

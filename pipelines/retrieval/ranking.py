@@ -1,0 +1,191 @@
+"""How the retriever orders what it found: arithmetic over ids, ranks and scores.
+
+Nothing here touches Chroma, embeddings or LangChain (Haystack's ``DocumentJoiner`` is the
+model): the retriever hands in ranked id lists and scores, and gets back which sources to
+show and in which order.
+
+- :func:`reciprocal_rank_fusion` joins ranked lists (dense and BM25, one per query and
+  collection) into one score per id.
+- :func:`keyword_evidence` is what an id's BM25 standing and the question's rare words add to
+  its similarity to the question (the ``hybrid_rerank`` score).
+- :func:`rank_sources` keeps one entry per entity, drops those under the threshold, cuts the
+  collections far behind another's best (:func:`gate_collections`), orders and caps.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Hashable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+__all__ = [
+    "CHUNKS_PER_SOURCE",
+    "RRF_K",
+    "ScoredChunk",
+    "SourceEntry",
+    "best_first",
+    "entity_of",
+    "gate_collections",
+    "keyword_evidence",
+    "one_per_entity",
+    "rank_sources",
+    "reciprocal_rank_fusion",
+]
+
+Key = TypeVar("Key", bound=Hashable)
+
+# The usual constant of reciprocal rank fusion: rank 1 adds 1/61, rank 20 adds 1/80, so a
+# chunk found by several lists beats one found first by a single list.
+RRF_K = 60
+# A source shows its best chunk and its runner-up (context), no more.
+CHUNKS_PER_SOURCE = 2
+
+
+def reciprocal_rank_fusion(
+    ranked_lists: Iterable[Sequence[Key]], k: int = RRF_K
+) -> dict[Key, float]:
+    """Each id's fused score: over the lists holding it, the sum of ``1 / (k + rank)``, the
+    first of a list at rank 1. Ids come in the order they first appear, so a stable sort by
+    score breaks ties the same way on every run (lists given in collection order)."""
+    fused: dict[Key, float] = {}
+    for ranked in ranked_lists:
+        for rank, key in enumerate(ranked, start=1):
+            fused[key] = fused.get(key, 0.0) + 1.0 / (k + rank)
+    return fused
+
+
+def best_first(scores: Mapping[Key, float], n: int) -> list[Key]:
+    """The ``n`` keys of highest score, best first; ties keep the mapping's order."""
+    return sorted(scores, key=lambda key: -scores[key])[:n]
+
+
+def keyword_evidence(
+    keyword_lists: Iterable[Sequence[tuple[str, float]]],
+    rare_shares: Mapping[str, float],
+    *,
+    z_weight: float,
+    share_weight: float,
+    rare_weight: float,
+) -> dict[str, float]:
+    """What each id's keyword matches add to its similarity. BM25 scores are only comparable
+    within a list, so each counts by how far it stands above its list (``z_weight`` per
+    standard deviation above the list's mean, ``share_weight`` times its share of the list's
+    best), taking the id's best list among the queries; plus ``rare_weight`` times its share
+    of the question's rare words (``rare_shares``)."""
+    standing: dict[str, float] = {}
+    share: dict[str, float] = {}
+    for ranked in keyword_lists:
+        if not ranked:
+            continue
+        # Plain Python: for twenty scores numpy's call overhead costs more than the sums.
+        top, mean = ranked[0][1], sum(score for _, score in ranked) / len(ranked)
+        spread = math.sqrt(sum((score - mean) ** 2 for _, score in ranked) / len(ranked))
+        for chunk_id, score in ranked:
+            z = (score - mean) / spread if spread > 0 else 0.0
+            standing[chunk_id] = max(standing.get(chunk_id, 0.0), z)
+            share[chunk_id] = max(share.get(chunk_id, 0.0), score / top)
+    return {
+        chunk_id: z_weight * standing.get(chunk_id, 0.0)
+        + share_weight * share.get(chunk_id, 0.0)
+        + rare_weight * rare_shares.get(chunk_id, 0.0)
+        for chunk_id in standing.keys() | rare_shares.keys()
+    }
+
+
+def entity_of(collection: str, chunk_id: str, metadata: Mapping[str, Any]) -> str:
+    """What a chunk would be cited as, across collections: a variant cited by its disease
+    pathway's id and that pathway are one source, not two. A chunk cited by neither id nor
+    url is its collection's entity (or itself)."""
+    cited_as = metadata.get("st_id") or metadata.get("url")
+    return str(cited_as or f"{collection}|{metadata.get('entity') or chunk_id}")
+
+
+@dataclass(frozen=True)
+class ScoredChunk:
+    """One chunk read in full, as ranking sees it."""
+
+    chunk_id: str
+    collection: str
+    entity: str  # see entity_of
+    fused: float  # reciprocal rank fusion
+    similarity: float  # to the question
+    score: float  # what hybrid_rerank ranks by: similarity plus keyword evidence
+
+
+@dataclass(frozen=True)
+class SourceEntry:
+    """One source to show: its chunks, best first, what it is ordered by and the best
+    similarity to the question among all its chunks."""
+
+    rank_by: float
+    similarity: float
+    chunks: tuple[ScoredChunk, ...]
+
+    @property
+    def collection(self) -> str:
+        """The collection of its leading chunk."""
+        return self.chunks[0].collection
+
+
+def one_per_entity(
+    chunks: Iterable[ScoredChunk], *, rerank: bool, min_similarity: float
+) -> list[SourceEntry]:
+    """One entry per entity, in order of its best fused chunk. With ``rerank`` its chunks
+    are ordered by score and it needs a lead scoring ``min_similarity``; otherwise they keep
+    their fused order and its best similarity must reach ``min_similarity``. Each keeps at
+    most :data:`CHUNKS_PER_SOURCE` chunks: the lead, and a runner-up for context."""
+    groups: dict[str, list[ScoredChunk]] = {}
+    for chunk in sorted(chunks, key=lambda c: -c.fused):
+        groups.setdefault(chunk.entity, []).append(chunk)
+    entries: list[SourceEntry] = []
+    for group in groups.values():
+        similarity = max(c.similarity for c in group)
+        if rerank:
+            group.sort(key=lambda c: -c.score)
+            if group[0].score >= min_similarity:
+                kept = tuple(group[:CHUNKS_PER_SOURCE])
+                entries.append(SourceEntry(group[0].score, similarity, kept))
+        elif similarity >= min_similarity:
+            entries.append(
+                SourceEntry(group[0].fused, similarity, tuple(group[:CHUNKS_PER_SOURCE]))
+            )
+    return entries
+
+
+def gate_collections(
+    entries: Sequence[SourceEntry], *, min_similarity: float, margin: float | None
+) -> list[SourceEntry]:
+    """The entries worth showing, by similarity to the question (comparable across
+    collections, unlike keyword evidence). Nothing when no entry is similar enough: an
+    off-topic question's rare words must not conjure sources. And no entry of a collection
+    whose best trails another's best by more than ``margin`` (None keeps every collection):
+    the user guide's disease list for a question about one disease, or pathways for a
+    question listing variants."""
+    if not entries or max(entry.similarity for entry in entries) < min_similarity:
+        return []
+    if margin is None:
+        return list(entries)
+    best: dict[str, float] = {}
+    for entry in entries:
+        best[entry.collection] = max(best.get(entry.collection, entry.similarity), entry.similarity)
+    floor = max(best.values()) - margin
+    return [entry for entry in entries if best[entry.collection] >= floor]
+
+
+def rank_sources(
+    chunks: Iterable[ScoredChunk],
+    *,
+    rerank: bool,
+    min_similarity: float,
+    collection_margin: float | None,
+    k: int,
+) -> list[SourceEntry]:
+    """The sources to show, in the order they are numbered: one per entity
+    (:func:`one_per_entity`), gated by collection when re-ranking
+    (:func:`gate_collections`), by ``rank_by`` descending (ties keep their order), at most
+    ``k``."""
+    entries = one_per_entity(chunks, rerank=rerank, min_similarity=min_similarity)
+    if rerank:
+        entries = gate_collections(entries, min_similarity=min_similarity, margin=collection_margin)
+    return sorted(entries, key=lambda entry: -entry.rank_by)[:k]
