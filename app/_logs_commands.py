@@ -7,15 +7,13 @@ import json
 import sys
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from app._options import port_number
 from callbacks.events import (
-    CitationEvent,
     DoneEvent,
-    ErrorEvent,
-    ReferenceEvent,
     TokenEvent,
     to_jsonl,
 )
@@ -26,7 +24,8 @@ from callbacks.log import (
     prune_configured_logs,
     read_log,
 )
-from pipelines.core.errors import EventLogError
+from callbacks.log_summary import log_stats, summarize
+from pipelines.core.errors import EventLogError, InputError
 from pipelines.core.settings import Settings
 
 __all__ = ["add_logs_arguments", "add_replay_arguments", "cmd_logs", "cmd_replay", "log_stats"]
@@ -39,9 +38,29 @@ def add_logs_arguments(parser: argparse.ArgumentParser) -> None:
     show = actions.add_parser("show", help="print one log's events as JSON lines")
     show.add_argument("log", help="a log file, or a request id")
     actions.add_parser("path", help="print the folder the logs are written to")
-    stats = actions.add_parser("stats", help="state, timings, counts and the citation gate")
-    stats.add_argument("log", help="a log file, or a request id")
+    stats = actions.add_parser(
+        "stats",
+        help="state, timings, counts and the citation gate: of one log, or summed over many",
+        description="With a log: its state, timings, counts and citation gate. Without one: a "
+        "summary of the selected logs (all by default): states, in how many answers with "
+        "both the citations came before the first token, first-token time p50/p90/p99 by "
+        "state and by number of citations, refusals by rule, references per answer, "
+        "hold-back.",
+    )
+    stats.add_argument("log", nargs="?", help="a log file, or a request id (omit: many logs)")
     stats.add_argument("--json", action="store_true", help="print JSON")
+    stats.add_argument("--last", type=_positive_int, metavar="N", help="only the newest N logs")
+    stats.add_argument(
+        "--since",
+        type=_date_or_time,
+        metavar="DATE",
+        help="only logs written at or after DATE (2026-12-03 or 2026-12-03T14:00, UTC)",
+    )
+    stats.add_argument(
+        "--state",
+        choices=["answered", "nothing_found", "refused", "failed", "incomplete"],
+        help="only answers that ended in this state",
+    )
     prune = actions.add_parser(
         "prune",
         help="delete old logs now (requests also prune, about once a minute, by the settings)",
@@ -144,32 +163,6 @@ def _find(settings: Settings, log: str) -> Path:
     return matches[-1]
 
 
-def log_stats(contents: LogContents) -> dict[str, Any]:
-    events = contents.events
-    done = next((e for e in events if isinstance(e, DoneEvent)), None)
-    citations = [e for e in events if isinstance(e, CitationEvent)]
-    tokens = [e for e in events if isinstance(e, TokenEvent)]
-    return {
-        "request_id": contents.header.get("request_id"),
-        "question": contents.header.get("question"),
-        "state": done.data.state if done else "incomplete",
-        "first_token_ms": done.data.timings.first_token_ms if done else None,
-        "total_ms": done.data.timings.total_ms if done else None,
-        "token_events": len(tokens),
-        "answer_tokens": done.data.usage.answer_tokens if done else None,
-        "citations_early": len(citations),
-        "citations_final": len(done.data.references) if done else None,
-        "last_citation_seq": citations[-1].seq if citations else None,
-        "first_token_seq": tokens[0].seq if tokens else None,
-        "errors": [e.data.message for e in events if isinstance(e, ErrorEvent)],
-        # Live citation numbering: what was sent as final, and the longest text waited.
-        "live_citations": bool(_mapping(contents.header.get("options")).get("live_citations")),
-        "references_streamed": sum(isinstance(e, ReferenceEvent) for e in events),
-        "held_back_chars": done.data.timings.held_back_chars if done else None,
-        "held_back_ms": done.data.timings.held_back_ms if done else None,
-    }
-
-
 def cmd_logs(args: argparse.Namespace, settings: Settings) -> int:
     if args.action == "path":
         print(settings.logs_dir)
@@ -191,6 +184,13 @@ def cmd_logs(args: argparse.Namespace, settings: Settings) -> int:
                 print(f"{Path(row['file']).name}  {row.get('state') or row.get('error')}  "
                       f"{row.get('question', '')!s:.70}")  # fmt: skip
         return 0
+    if args.action == "stats" and args.log is None:
+        return _stats_of_many(args, settings)
+    if args.action == "stats" and (args.last or args.since or args.state):
+        raise InputError(
+            "--last, --since and --state select among many logs",
+            fix="leave out the log to summarize a selection, or the options to see one log",
+        )
     contents = read_log(_find(settings, args.log))
     if args.action == "show":
         for event in contents.events:
@@ -203,6 +203,59 @@ def cmd_logs(args: argparse.Namespace, settings: Settings) -> int:
         for key, value in stats.items():
             print(f"{key:>18}: {value}")
     return 0
+
+
+def _stats_of_many(args: argparse.Namespace, settings: Settings) -> int:
+    paths = list_log_files(settings.logs_dir)  # newest first: names start with the time
+    if args.since is not None:
+        stamp = args.since.strftime("%Y%m%dT%H%M%S")
+        paths = [path for path in paths if path.name[: len(stamp)] >= stamp]
+    if args.last is not None:
+        paths = paths[: args.last]
+    rows: list[dict[str, Any]] = []
+    for path in paths:
+        try:
+            rows.append(log_stats(read_log(path)))
+        except EventLogError as error:
+            rows.append({"file": str(path), "error": str(error)})
+    if args.state is not None:
+        rows = [row for row in rows if row.get("state") == args.state]
+    summary = summarize(rows)
+    if args.json:
+        print(json.dumps(summary, indent=2))
+        return 0
+    gate = summary["gate"]
+    times = summary["first_token_ms"]
+    print(f"{summary['logs']} logs ({summary['unreadable']} unreadable)")
+    print("states: " + ", ".join(f"{k} {v}" for k, v in summary["states"].items()))
+    print(f"citations before the first token: {gate['held']} of {gate['of']} answers with both")
+    print(f"first token ms: p50 {times['p50']}, p90 {times['p90']}, p99 {times['p99']}")
+    for n, group in summary["by_citations"].items():
+        p = group["first_token_ms"]
+        print(f"  {n} references: {group['answers']} answers, first token p50 {p['p50']} ms")
+    if summary["refusals"]:
+        print("refusals: " + ", ".join(f"{k} {v}" for k, v in summary["refusals"].items()))
+    return 0
+
+
+def _positive_int(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        number = 0
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number of 1 or more")
+    return number
+
+
+def _date_or_time(value: str) -> datetime:
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is not a date or time like 2026-12-03 or 2026-12-03T14:00"
+        ) from None
+    return moment if moment.tzinfo is None else moment.astimezone(UTC).replace(tzinfo=None)
 
 
 def _prune(args: argparse.Namespace, settings: Settings) -> int:

@@ -15,8 +15,8 @@ from langchain_core.language_models import FakeListChatModel
 from callbacks.events import CitationEvent, DoneEvent, TokenEvent
 from callbacks.log import read_log
 from pipelines.core.settings import load_settings
+from pipelines.core.tags import REFUSAL_EVENT
 from pipelines.pipeline import AnswerPipeline
-from pipelines.pipeline._request import REFUSAL_EVENT
 from pipelines.retrieval.advice import MARGIN, WEBSITE_THRESHOLD, AdviceGate, load_examples
 from pipelines.retrieval.expander import parse_expansion
 from pipelines.retrieval.retriever import ReactomeRetriever

@@ -21,6 +21,7 @@ from pipelines.core.errors import ErrorCode, PersonalAdviceError, ReactomeAnswer
 from pipelines.core.normalize import normalize_question
 from pipelines.core.options import RequestOptions
 from pipelines.core.redaction import one_line, redact_secrets
+from pipelines.core.tags import REFUSAL_EVENT
 from pipelines.retrieval.refusal_rules import ADVICE_REFUSAL, Refusal
 
 if TYPE_CHECKING:
@@ -28,9 +29,6 @@ if TYPE_CHECKING:
 
 __all__ = ["REFUSAL_EVENT", "AnswerRequest"]
 
-# The custom callback event that records why a question was refused: the event log keeps it
-# as a callback record, which ``replay --check`` passes through without an event.
-REFUSAL_EVENT = "reactome-answers:refusal"
 
 # Queued after a request's events once its work has ended (see _end_without_done).
 _WORK_ENDED = object()
