@@ -61,8 +61,15 @@ lint: $(BIN)/.installed
 typecheck: $(BIN)/.installed
 	$(BIN)/mypy
 
+# Every answer the tests record is kept in build/suite-home/logs, and `logs stats --json`
+# over them must show the citation gate held in every answer with citations and tokens.
+SUITE_HOME := build/suite-home
+
 unit: $(BIN)/.installed install-browser install-node install-ai-sdk
-	$(BIN)/pytest
+	rm -rf $(SUITE_HOME)
+	REACTOME_SUITE_LOGS=$(CURDIR)/$(SUITE_HOME)/logs $(BIN)/pytest
+	$(BIN)/reactome-answers --home $(SUITE_HOME) logs stats --json > build/suite-logs-stats.json
+	$(BIN)/python -m tests.suite_gate build/suite-logs-stats.json
 
 # The same checks without the tests marked slow (a browser, a Chroma server, `serve` and the
 # installed command in subprocesses, 100+ streams, llama.cpp): under 3 minutes rather than

@@ -2,8 +2,9 @@
 once (checked once its body has arrived).
 
 - API keys (``REACTOME_ANSWERS_API_KEYS``): every path but the web page (``/``, its assets
-  under ``/static/``), ``/healthz`` and ``/v1/limits`` needs ``Authorization: Bearer KEY``;
-  otherwise 401.
+  under ``/static/``), the log page (``/logs/{request_id}``, which holds no data: its script
+  fetches ``/v1/logs/{request_id}`` with the key), ``/healthz`` and ``/v1/limits`` needs
+  ``Authorization: Bearer KEY``; otherwise 401.
   A client address that sends more than ``REACTOME_ANSWERS_AUTH_FAILURES_PER_MINUTE`` wrong
   or missing keys in a minute gets 429 until its minute refills, whatever key it sends then:
   guessing keys is slowed to that pace.
@@ -55,6 +56,9 @@ __all__ = [
 # question against before sending it.
 _OPEN_PATHS = frozenset({"/", "/healthz", "/v1/limits"})
 _OPEN_PREFIX = "/static/"
+# The log page (app/_log_page.py): one file for every id, so a browser, which sends no key
+# when it follows a link, can load it; the log itself is at /v1/logs/{id}, behind the keys.
+_LOG_PAGE_PREFIX = "/logs/"
 _CLOSE = {"Connection": "close"}
 # A rejected client should not come straight back; an answer takes seconds.
 _BUSY_RETRY_S = 1
@@ -158,7 +162,7 @@ class AccessControl:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         path = scope.get("path", "")
-        if scope["type"] != "http" or path in _OPEN_PATHS or path.startswith(_OPEN_PREFIX):
+        if scope["type"] != "http" or _open(path):
             await self.app(scope, receive, send)
             return
         if self._key_bytes and self.auth_failures is not None:
@@ -266,6 +270,13 @@ class AnswerCap:
             await self.app(scope, receive, send)
         finally:
             self.slots.give_back()
+
+
+def _open(path: str) -> bool:
+    if path in _OPEN_PATHS or path.startswith(_OPEN_PREFIX):
+        return True
+    request_id = path.removeprefix(_LOG_PAGE_PREFIX)
+    return request_id != path and bool(request_id) and "/" not in request_id
 
 
 def _address(scope: Scope) -> str:

@@ -17,6 +17,7 @@ from callbacks.events import (
     TokenEvent,
     to_jsonl,
 )
+from callbacks.feedback import RATINGS, read_feedback
 from callbacks.log import (
     LogContents,
     find_request_logs,
@@ -24,6 +25,7 @@ from callbacks.log import (
     prune_configured_logs,
     read_log,
 )
+from callbacks.log_records import mapping, model_input, model_raw_text, searched_queries
 from callbacks.log_summary import log_stats, summarize
 from pipelines.core.errors import EventLogError, InputError
 from pipelines.core.settings import Settings
@@ -35,9 +37,27 @@ def add_logs_arguments(parser: argparse.ArgumentParser) -> None:
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
     listing = actions.add_parser("list", help="list recorded requests, newest first")
     listing.add_argument("--json", action="store_true", help="print JSON")
+    listing.add_argument(
+        "--feedback", choices=RATINGS, help="only answers users rated so (up or down)"
+    )
     show = actions.add_parser("show", help="print one log's events as JSON lines")
     show.add_argument("log", help="a log file, or a request id")
+    show.add_argument(
+        "--candidates",
+        action="store_true",
+        help="print the candidates the retriever considered, as a table (ranks, scores, and "
+        "kept with its number or why each was dropped), instead of the events",
+    )
     actions.add_parser("path", help="print the folder the logs are written to")
+    view = actions.add_parser(
+        "view",
+        help="write one answer's log page (question, timeline, candidates, answer, model "
+        "input, timings, feedback) as one self-contained HTML file, and print its path",
+    )
+    view.add_argument("log", help="a log file, or a request id")
+    view.add_argument(
+        "--output", type=Path, metavar="FILE", help="where (default: log-<request id>.html here)"
+    )
     stats = actions.add_parser(
         "stats",
         help="state, timings, counts and the citation gate: of one log, or summed over many",
@@ -49,17 +69,13 @@ def add_logs_arguments(parser: argparse.ArgumentParser) -> None:
     )
     stats.add_argument("log", nargs="?", help="a log file, or a request id (omit: many logs)")
     stats.add_argument("--json", action="store_true", help="print JSON")
-    stats.add_argument("--last", type=_positive_int, metavar="N", help="only the newest N logs")
+    add_selection_arguments(stats)
     stats.add_argument(
-        "--since",
-        type=_date_or_time,
-        metavar="DATE",
-        help="only logs written at or after DATE (2026-12-03 or 2026-12-03T14:00, UTC)",
-    )
-    stats.add_argument(
-        "--state",
-        choices=["answered", "nothing_found", "refused", "failed", "incomplete"],
-        help="only answers that ended in this state",
+        "--plot",
+        type=Path,
+        metavar="FILE.png",
+        help="also draw first-token time against the number of references, one dot per "
+        "answer (needs matplotlib)",
     )
     prune = actions.add_parser(
         "prune",
@@ -80,6 +96,37 @@ def add_logs_arguments(parser: argparse.ArgumentParser) -> None:
         "keeps all)",
     )
     prune.add_argument("--dry-run", action="store_true", help="list what would be deleted")
+    from app._rerun_command import add_logs_rerun_parser  # it uses the selection below
+
+    add_logs_rerun_parser(actions)
+
+
+def add_selection_arguments(parser: argparse.ArgumentParser) -> None:
+    """--last, --since and --state: which logs an action over many reads (all by default)."""
+    parser.add_argument("--last", type=_positive_int, metavar="N", help="only the newest N logs")
+    parser.add_argument(
+        "--since",
+        type=_date_or_time,
+        metavar="DATE",
+        help="only logs written at or after DATE (2026-12-03 or 2026-12-03T14:00, UTC)",
+    )
+    parser.add_argument(
+        "--state",
+        choices=["answered", "nothing_found", "refused", "failed", "incomplete"],
+        help="only answers that ended in this state",
+    )
+
+
+def selected_log_paths(args: argparse.Namespace, folder: Path) -> list[Path]:
+    """The logs in ``folder`` that --since and --last select, newest first (--state needs
+    each log read: the caller filters by it)."""
+    paths = list_log_files(folder)  # newest first: names start with the time
+    if args.since is not None:
+        stamp = args.since.strftime("%Y%m%dT%H%M%S")
+        paths = [path for path in paths if path.name[: len(stamp)] >= stamp]
+    if args.last is not None:
+        paths = paths[: args.last]
+    return paths
 
 
 def add_replay_arguments(parser: argparse.ArgumentParser) -> None:
@@ -92,6 +139,21 @@ def add_replay_arguments(parser: argparse.ArgumentParser) -> None:
         "the recorded ones (timing ignored); exit 1 on any difference",
     )
     mode.add_argument("--jsonl", action="store_true", help="print events as JSON lines")
+    mode.add_argument(
+        "--candidates",
+        action="store_true",
+        help="print the candidates the retriever considered, as a table (ranks, scores, and "
+        "kept with its number or why each was dropped), instead of replaying the answer",
+    )
+    from app._rerun_command import REPLAY_RERUN_HELP
+
+    mode.add_argument("--rerun", action="store_true", help=REPLAY_RERUN_HELP)
+    mode.add_argument(
+        "--model-input",
+        action="store_true",
+        help="print what the answer model was sent (its messages, sources included) and what "
+        "it wrote before the markers were finalized, instead of replaying the answer",
+    )
     mode.add_argument(
         "--serve",
         type=port_number,
@@ -169,14 +231,26 @@ def cmd_logs(args: argparse.Namespace, settings: Settings) -> int:
         return 0
     if args.action == "prune":
         return _prune(args, settings)
+    if args.action == "rerun":
+        from app._rerun_command import cmd_logs_rerun
+
+        return cmd_logs_rerun(args, settings)
+    if args.action == "view":
+        from app._log_page import write_log_page
+
+        print(write_log_page(_find(settings, args.log), args.output))
+        return 0
     if args.action == "list":
         rows = []
         for path in list_log_files(settings.logs_dir):
+            feedback = read_feedback(path)
+            if args.feedback and (feedback or {}).get("rating") != args.feedback:
+                continue  # the sidecar is read before the log: a selection costs little
             try:
-                stats = log_stats(read_log(path))
+                stats = log_stats(read_log(path, callbacks=False))
             except EventLogError as error:
                 stats = {"error": str(error)}
-            rows.append({"file": str(path), **stats})
+            rows.append({"file": str(path), **stats, "feedback": feedback})
         if args.json:
             print(json.dumps(rows, indent=2))
         else:
@@ -186,17 +260,23 @@ def cmd_logs(args: argparse.Namespace, settings: Settings) -> int:
         return 0
     if args.action == "stats" and args.log is None:
         return _stats_of_many(args, settings)
-    if args.action == "stats" and (args.last or args.since or args.state):
+    if args.action == "stats" and (args.last or args.since or args.state or args.plot):
         raise InputError(
-            "--last, --since and --state select among many logs",
+            "--last, --since, --state and --plot are for many logs",
             fix="leave out the log to summarize a selection, or the options to see one log",
         )
-    contents = read_log(_find(settings, args.log))
+    path = _find(settings, args.log)
+    contents = read_log(path)
+    if args.action == "show" and args.candidates:
+        from app._candidates_table import candidates_text
+
+        print(candidates_text(contents))
+        return 0
     if args.action == "show":
         for event in contents.events:
             sys.stdout.write(to_jsonl(event))
         return 0
-    stats = log_stats(contents)
+    stats = {**log_stats(contents), "feedback": read_feedback(path)}
     if args.json:
         print(json.dumps(stats, indent=2))
     else:
@@ -206,21 +286,23 @@ def cmd_logs(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _stats_of_many(args: argparse.Namespace, settings: Settings) -> int:
-    paths = list_log_files(settings.logs_dir)  # newest first: names start with the time
-    if args.since is not None:
-        stamp = args.since.strftime("%Y%m%dT%H%M%S")
-        paths = [path for path in paths if path.name[: len(stamp)] >= stamp]
-    if args.last is not None:
-        paths = paths[: args.last]
+    paths = selected_log_paths(args, settings.logs_dir)
     rows: list[dict[str, Any]] = []
     for path in paths:
         try:
-            rows.append(log_stats(read_log(path)))
+            rows.append(
+                {**log_stats(read_log(path, callbacks=False)), "feedback": read_feedback(path)}
+            )
         except EventLogError as error:
-            rows.append({"file": str(path), "error": str(error)})
+            rows.append({"file": str(path), "error": str(error), "feedback": read_feedback(path)})
     if args.state is not None:
         rows = [row for row in rows if row.get("state") == args.state]
     summary = summarize(rows)
+    if args.plot is not None:
+        from app._logs_plot import plot_first_token_by_references
+
+        drawn = plot_first_token_by_references(rows, args.plot)
+        print(f"reactome-answers: plotted {drawn} answers to {args.plot}", file=sys.stderr)
     if args.json:
         print(json.dumps(summary, indent=2))
         return 0
@@ -235,6 +317,7 @@ def _stats_of_many(args: argparse.Namespace, settings: Settings) -> int:
         print(f"  {n} references: {group['answers']} answers, first token p50 {p['p50']} ms")
     if summary["refusals"]:
         print("refusals: " + ", ".join(f"{k} {v}" for k, v in summary["refusals"].items()))
+    print(f"feedback: {summary['feedback']['up']} up, {summary['feedback']['down']} down")
     return 0
 
 
@@ -270,6 +353,10 @@ def _prune(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_replay(args: argparse.Namespace, settings: Settings) -> int:
+    if args.rerun:
+        from app._rerun_command import cmd_replay_rerun
+
+        return cmd_replay_rerun(args, settings)
     path = _find(settings, args.log)
     contents = read_log(path)
     if args.check:
@@ -281,6 +368,14 @@ def cmd_replay(args: argparse.Namespace, settings: Settings) -> int:
             print(f"{path}: the replayed events differ from the recorded ones", file=sys.stderr)
             return 1
         print(f"{path}: {len(contents.events)} events replayed identically")
+        return 0
+    if args.model_input:
+        _print_model_input(contents)
+        return 0
+    if args.candidates:
+        from app._candidates_table import candidates_text
+
+        print(candidates_text(contents))
         return 0
     from callbacks.replay import paced
 
@@ -303,26 +398,31 @@ def cmd_replay(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def _print_model_input(contents: LogContents) -> None:
+    messages = model_input(contents)
+    if messages is None:
+        print(
+            "the answer model was not asked (a refusal, nothing found, or a failure before "
+            "it), or the log was written before its input was recorded"
+        )
+        return
+    for message in messages:
+        print(f"----- {message['role']} -----")
+        print(message["content"])
+    print("----- the model's raw text, before its markers were finalized -----")
+    print(model_raw_text(contents) or "")
+
+
 def _print_what_the_model_saw(contents: LogContents) -> None:
     """The conversation before the question and what the retriever searched for: what the
     expander and the model saw besides the sources, which the events show."""
-    from pipelines.retrieval.retriever import EXPANSION
-
     history = contents.header.get("history")
     for turn in history if isinstance(history, list) else []:
-        turn = _mapping(turn)
+        turn = mapping(turn)
         print(f"[history] {turn.get('role')}: {turn.get('content')}")
-    for record in contents.callbacks:
-        if record.get("hook") == "custom_event" and record.get("name") == EXPANSION:
-            queries = _mapping(record.get("data")).get("queries")
-            if isinstance(queries, list) and queries:
-                print(f"[searched for] {queries[0]}")
-
-
-def _mapping(value: object) -> dict[str, Any]:
-    """``value`` if it is a JSON object, else an empty one: a log altered by hand can hold
-    anything where we wrote an object, and showing it must not fail on that."""
-    return value if isinstance(value, dict) else {}
+    queries = searched_queries(contents)
+    if queries:
+        print(f"[searched for] {queries[0]}")
 
 
 def _serve_replay(
@@ -332,12 +432,17 @@ def _serve_replay(
     from app._http import run
     from app._server_settings import load_server_settings
     from app.replay_server import create_replay_app
+    from callbacks.log_view import log_view
 
     server = load_server_settings()
-    app = create_replay_app(contents.events, speed=speed, settings=settings, server=server)
+    view = log_view(contents, feedback=read_feedback(path))
+    app = create_replay_app(
+        contents.events, speed=speed, settings=settings, server=server, log_view=view
+    )
     print(
         f"reactome-answers: replaying {path.name} ({len(contents.events)} events) on "
-        f"http://{args.host}:{args.serve}/ (the stream: POST or GET /v1/answer/stream)",
+        f"http://{args.host}:{args.serve}/ (the stream: POST or GET /v1/answer/stream; "
+        f"the log page: /logs/{view['request_id']})",
         file=sys.stderr,
     )
     run(app, server, host=args.host, port=args.serve)

@@ -8,7 +8,9 @@
 - ``reactome_answers_answers_in_progress``: a gauge, summed over worker processes;
 - ``reactome_answers_tokens_streamed_total``: answer tokens sent;
 - ``reactome_answers_rejections_total{reason}``: requests refused before they were read
-  (``unauthorized``, ``rate_limited``, ``too_many_answers``).
+  (``unauthorized``, ``rate_limited``, ``too_many_answers``);
+- ``reactome_answers_feedback_total{rating}``: ratings users gave answers (``up``, ``down``):
+  an answer's first, and each change of it.
 
 Under ``serve --workers N`` each worker writes its figures into the folder named by
 ``PROMETHEUS_MULTIPROC_DIR`` (``serve`` makes one per run) and a scrape of any worker adds
@@ -18,6 +20,7 @@ up all of them: prometheus-client's multiprocess mode.
 from __future__ import annotations
 
 import os
+import re
 from contextvars import ContextVar
 from typing import Any
 
@@ -49,6 +52,12 @@ ENDPOINTS = frozenset(
         "/v1/limits",
         "/api/chat",
     }
+)
+# Paths that hold an id, counted under their template (an id per label would grow for ever).
+_TEMPLATES = (
+    (re.compile(r"/v1/answers/[^/]+/feedback"), "/v1/answers/{request_id}/feedback"),
+    (re.compile(r"/v1/logs/[^/]+"), "/v1/logs/{request_id}"),
+    (re.compile(r"/logs/[^/]+"), "/logs/{request_id}"),
 )
 _SECONDS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
 # The answer state of the request being served, filled in when its answer is done (the
@@ -96,6 +105,12 @@ class ServerMetrics:
             ["reason"],
             registry=registry,
         )
+        self.feedback = Counter(
+            "reactome_answers_feedback",
+            "Ratings users gave answers, by rating",
+            ["rating"],
+            registry=registry,
+        )
 
     def _seconds(self, what: str, documentation: str) -> Histogram:
         return Histogram(
@@ -129,6 +144,9 @@ class ServerMetrics:
     def rejected(self, reason: str) -> None:
         self.rejections.labels(reason=reason).inc()
 
+    def feedback_given(self, rating: str) -> None:
+        self.feedback.labels(rating=rating).inc()
+
     # --- exposition -------------------------------------------------------------------------
 
     def render(self) -> bytes:
@@ -140,6 +158,12 @@ class ServerMetrics:
 
     def middleware(self, app: ASGIApp) -> ASGIApp:
         return _CountRequests(app, self)
+
+
+def _endpoint(path: str) -> str:
+    if path in ENDPOINTS:
+        return path
+    return next((name for shape, name in _TEMPLATES if shape.fullmatch(path)), "other")
 
 
 class _CountRequests:
@@ -171,7 +195,7 @@ class _CountRequests:
             _REQUEST_STATE.reset(token)
             path = scope.get("path", "")
             self.metrics.requests.labels(
-                endpoint=path if path in ENDPOINTS else "other",
+                endpoint=_endpoint(path),
                 state=state.get("state", ""),
                 status=found["status"],
             ).inc()

@@ -4,12 +4,14 @@ Every request to ``/v1/answer/stream`` (POST with any body, as the web client se
 for curl and EventSource) replays the recorded events, with their recorded ids and pace, as
 SSE with the same framing and headers as ``serve``. The web client is at ``/``, and the limits
 it reads at ``/v1/limits`` (the settings'), so a front-end change can be checked against a
-real past answer without a model or a store.
+real past answer without a model or a store. Given the log's view, the log page is at
+``/logs/{request_id}`` too (:mod:`app._log_page`).
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
+from typing import Any
 
 import anyio
 from fastapi import FastAPI
@@ -17,6 +19,7 @@ from sse_starlette import EventSourceResponse
 
 from app._deps import share
 from app._errors import add_error_handlers
+from app._log_page import replay_log_router
 from app._native_api import KEEP_ALIVE_S, STREAM_HEADERS, limits_router
 from app._server_settings import ServerSettings
 from app._web import add_web_client
@@ -29,9 +32,15 @@ __all__ = ["create_replay_app"]
 
 
 def create_replay_app(
-    events: Sequence[Event], *, speed: float | None, settings: Settings, server: ServerSettings
+    events: Sequence[Event],
+    *,
+    speed: float | None,
+    settings: Settings,
+    server: ServerSettings,
+    log_view: dict[str, Any] | None = None,
 ) -> FastAPI:
-    """An app that streams ``events``; ``speed`` divides the recorded gaps, None is instant."""
+    """An app that streams ``events``; ``speed`` divides the recorded gaps, None is instant;
+    with ``log_view`` (:func:`callbacks.log_view.log_view`), it serves the log page too."""
     app = FastAPI(title="reactome-answers replay", summary="One recorded answer, replayed.")
     share(app, settings, server)
     add_body_limits(app, server)
@@ -50,5 +59,7 @@ def create_replay_app(
         return EventSourceResponse(frames(), headers=STREAM_HEADERS, ping=KEEP_ALIVE_S)
 
     app.include_router(limits_router)
+    if log_view is not None:
+        app.include_router(replay_log_router(log_view))
     add_web_client(app)
     return app

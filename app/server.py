@@ -6,6 +6,9 @@
   protocol);
 - :mod:`app._ai_sdk`: ``POST /api/chat`` (the Vercel AI SDK's UI message stream);
 - :mod:`app._health`: ``GET``/``HEAD /healthz``, ``GET /metrics``;
+- :mod:`app._feedback_api`: ``POST /v1/answers/{request_id}/feedback``;
+- :mod:`app._log_page`: ``GET /logs/{request_id}``, one answer's log as a page, and
+  ``GET /v1/logs/{request_id}``, its data;
 - :mod:`app._web`: ``GET /``, the reference web client (``app/web/``), plain JavaScript
   with no build step.
 
@@ -29,11 +32,12 @@ from collections.abc import AsyncIterator, Callable, Collection
 from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 
-from app import _ai_sdk, _health, _openai_api
+from app import _ai_sdk, _feedback_api, _health, _openai_api
 from app._access import AccessControl, AnswerCap, AnswerSlots, RateLimiter, answer_paths
 from app._deps import share
 from app._errors import add_error_handlers
 from app._http import BodyLimits, RequireJSON
+from app._log_page import log_page_router
 from app._metrics import ServerMetrics
 from app._native_api import KEEP_ALIVE_S, STREAM_HEADERS, native_router
 from app._request_models import AnswerRequest, answer_request_model
@@ -139,6 +143,8 @@ def create_app(
     app.include_router(native_router(answer_request_model(catalog.names)))
     app.include_router(_openai_api.router)
     app.include_router(_ai_sdk.router)
+    app.include_router(_feedback_api.router)
+    app.include_router(log_page_router(keyed=bool(server.api_key_set)))
     add_web_client(app)
     app.include_router(_health.router)
 

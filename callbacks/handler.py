@@ -93,6 +93,10 @@ def _guarded(hook: _Hook) -> _Hook:
     return guarded  # type: ignore[return-value]
 
 
+# LangChain's message types as the roles of the chat protocols, as the log shows them.
+_ROLES = {"system": "system", "human": "user", "ai": "assistant", "tool": "tool"}
+
+
 def _content_text(content: str | list[str | dict[str, Any]]) -> str:
     if isinstance(content, str):
         return content
@@ -208,7 +212,7 @@ class AnswerEventHandler(BaseCallbackHandler):
         parent_run_id: UUID | None,
         tags: list[str] | None,
         name: str,
-        **counted: int,
+        **recorded: Any,
     ) -> None:
         self._note(
             f"{kind}_start",
@@ -216,20 +220,31 @@ class AnswerEventHandler(BaseCallbackHandler):
             parent_run_id=str(parent_run_id) if parent_run_id else None,
             tags=list(tags or ()),
             name=name,
-            **counted,
+            **recorded,
         )
         self.run_map[run_id] = _Run(kind, name, tuple(tags or ()), parent_run_id)
 
-    def _prompt_tokens(
-        self, tags: list[str] | None, recorded: object, texts: Callable[[], list[str]]
-    ) -> dict[str, int]:
-        """The answer model's input in tokens (``usage.prompt_tokens``): counted from what
-        it is sent, or as a replay passes it from the log (which holds no prompt)."""
+    def _model_input(
+        self,
+        tags: list[str] | None,
+        recorded: object,
+        messages: Callable[[], list[dict[str, str]]],
+    ) -> dict[str, Any]:
+        """For the answer model: its input in tokens (``usage.prompt_tokens``), counted from
+        what it is sent or as a replay passes it from the log, and, for the log, the
+        messages themselves with pasted credentials redacted as in the question."""
         if ANSWER_TAG not in (tags or ()):
             return {}
-        count = recorded if isinstance(recorded, int) else count_tokens("\n".join(texts()))
+        if isinstance(recorded, int):  # a replay: the log holds the messages already
+            self._answer.prompt_tokens = recorded
+            return {"prompt_tokens": recorded}
+        sent = messages()
+        count = count_tokens("\n".join(message["content"] for message in sent))
         self._answer.prompt_tokens = count
-        return {"prompt_tokens": count}
+        if self._record is None:
+            return {"prompt_tokens": count}
+        redacted = [{**message, "content": redact_secrets(message["content"])} for message in sent]
+        return {"prompt_tokens": count, "messages": redacted}
 
     @_guarded
     def on_chain_start(
@@ -255,13 +270,18 @@ class AnswerEventHandler(BaseCallbackHandler):
         tags: list[str] | None = None,
         **kwargs: Any,
     ) -> None:
-        counted = self._prompt_tokens(
+        recorded = self._model_input(
             tags,
             kwargs.get("prompt_tokens"),
-            lambda: [_content_text(message.content) for batch in messages for message in batch],
-        )
+            lambda: [
+                {"role": _ROLES.get(message.type, message.type),
+                 "content": _content_text(message.content)}
+                for batch in messages
+                for message in batch
+            ],
+        )  # fmt: skip
         name = str(kwargs.get("name") or "")
-        self._register("model", run_id, parent_run_id, tags, name, **counted)
+        self._register("model", run_id, parent_run_id, tags, name, **recorded)
 
     @_guarded
     def on_llm_start(
@@ -274,9 +294,13 @@ class AnswerEventHandler(BaseCallbackHandler):
         tags: list[str] | None = None,
         **kwargs: Any,
     ) -> None:
-        counted = self._prompt_tokens(tags, kwargs.get("prompt_tokens"), lambda: list(prompts))
+        recorded = self._model_input(
+            tags,
+            kwargs.get("prompt_tokens"),
+            lambda: [{"role": "user", "content": prompt} for prompt in prompts],
+        )
         name = str(kwargs.get("name") or "")
-        self._register("model", run_id, parent_run_id, tags, name, **counted)
+        self._register("model", run_id, parent_run_id, tags, name, **recorded)
 
     @_guarded
     def on_retriever_start(

@@ -16,24 +16,20 @@ from typing import Any
 
 from callbacks.events import CitationEvent, DoneEvent, ErrorEvent, ReferenceEvent, TokenEvent
 from callbacks.log import LogContents
+from callbacks.log_records import custom_data, mapping
 from pipelines.core.tags import REFUSAL_EVENT
 
 __all__ = ["log_stats", "percentiles", "summarize"]
 
 
-def _mapping(value: object) -> dict[str, Any]:
-    return dict(value) if isinstance(value, Mapping) else {}
-
-
 def _refusal_rule(contents: LogContents) -> str | None:
     """Which rule refused the question: the rule's name (``too_long``, ``personal_care``...),
     or who judged it (``similar_examples``, ``expander``)."""
-    for record in contents.callbacks:
-        if record.get("hook") == "custom_event" and record.get("name") == REFUSAL_EVENT:
-            data = _mapping(record.get("data"))
-            rule = _mapping(data.get("detail")).get("rule") or data.get("reason")
-            return str(rule) if rule else "unknown"
-    return None
+    data = custom_data(contents, REFUSAL_EVENT)
+    if data is None:
+        return None
+    rule = mapping(data.get("detail")).get("rule") or data.get("reason")
+    return str(rule) if rule else "unknown"
 
 
 def log_stats(contents: LogContents) -> dict[str, Any]:
@@ -58,7 +54,7 @@ def log_stats(contents: LogContents) -> dict[str, Any]:
         "errors": [e.data.message for e in events if isinstance(e, ErrorEvent)],
         "refusal_rule": _refusal_rule(contents),
         # Live citation numbering: what was sent as final, and the longest text waited.
-        "live_citations": bool(_mapping(contents.header.get("options")).get("live_citations")),
+        "live_citations": bool(mapping(contents.header.get("options")).get("live_citations")),
         "references_streamed": sum(isinstance(e, ReferenceEvent) for e in events),
         "held_back_chars": done.data.timings.held_back_chars if done else None,
         "held_back_ms": done.data.timings.held_back_ms if done else None,
@@ -87,7 +83,8 @@ def _first_token_times(rows: Iterable[Mapping[str, Any]]) -> list[float]:
 
 
 def summarize(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """Many :func:`log_stats` rows (unreadable logs as ``{"error": ...}``) as one summary."""
+    """Many :func:`log_stats` rows (unreadable logs as ``{"error": ...}``) as one summary;
+    a row's ``feedback`` (:func:`callbacks.feedback.read_feedback`), when given, is counted."""
     readable = [row for row in rows if "error" not in row]
     both = [
         row
@@ -128,6 +125,11 @@ def summarize(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
             for n, group in sorted(by_citations.items())
         },
         "refusals": _counts(row["refusal_rule"] for row in readable if row.get("refusal_rule")),
+        # Users' ratings, when the command put each log's feedback in its row.
+        "feedback": {
+            rating: sum(mapping(row.get("feedback")).get("rating") == rating for row in rows)
+            for rating in ("up", "down")
+        },
         "references_per_answer": _counts(
             row["citations_final"] for row in by_state.get("answered", [])
         ),

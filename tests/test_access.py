@@ -185,9 +185,12 @@ def test_every_route_that_answers_takes_a_slot(tmp_path: Path) -> None:
         for context in iter_route_contexts(app.routes)
         if "POST" in (context.methods or ())
     }
-    # Every POST route answers a question, and each is capped; nothing else is.
-    assert answer_paths(app.routes) == posts
-    assert posts == {"/v1/answer", "/v1/answer/stream", "/v1/chat/completions", "/api/chat"}
+    # Every POST route that answers a question is capped; nothing else is (feedback is no
+    # answer: rating one must not wait for a slot).
+    feedback = "/v1/answers/{request_id}/feedback"
+    assert answer_paths(app.routes) == posts - {feedback}
+    answering = {"/v1/answer", "/v1/answer/stream", "/v1/chat/completions", "/api/chat"}
+    assert posts == answering | {feedback}
 
 
 def test_a_route_added_to_an_answering_router_is_capped() -> None:

@@ -133,4 +133,31 @@ def test_selection_options_with_one_log_are_refused(
     recorded: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert cli_main(["--home", str(recorded), "logs", "stats", "req-1", "--last", "2"]) == 1
-    assert "select among many logs" in capsys.readouterr().err
+    assert "are for many logs" in capsys.readouterr().err
+
+
+def test_logs_stats_plots_first_token_time_by_references(
+    recorded: Path, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    from matplotlib.image import imread
+
+    picture = tmp_path / "plots" / "first-token.png"
+    assert cli_main(["--home", str(recorded), "logs", "stats", "--plot", str(picture)]) == 0
+    # The two answers have a first token; the nothing-found and the refusal have none.
+    assert "plotted 2 answers" in capsys.readouterr().err
+    pixels = imread(picture)
+    assert pixels.shape[0] > 100
+    assert pixels.shape[1] > 100
+    # Something was drawn: not a blank canvas.
+    assert pixels.min() < pixels.max()
+
+
+def test_a_plot_needs_a_png_name_and_many_logs(
+    recorded: Path, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    assert cli_main(["--home", str(recorded), "logs", "stats", "--plot", "x.txt"]) == 1
+    assert "x.txt is not a .png file name" in capsys.readouterr().err
+    assert not (tmp_path / "x.txt").exists()
+    plot = str(tmp_path / "one.png")
+    assert cli_main(["--home", str(recorded), "logs", "stats", "req-1", "--plot", plot]) == 1
+    assert "are for many logs" in capsys.readouterr().err

@@ -10,16 +10,21 @@ from collections.abc import Hashable
 from typing import TypeVar
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from pipelines.retrieval.ranking import (
+    CHUNK_OUTCOMES,
     CHUNKS_PER_SOURCE,
     RRF_K,
+    ChunkOutcome,
     ScoredChunk,
     SourceEntry,
     best_first,
     entity_of,
     keyword_evidence,
     rank_sources,
+    rank_with_outcomes,
     reciprocal_rank_fusion,
 )
 
@@ -234,3 +239,132 @@ def test_without_rerank_sources_keep_their_fused_order() -> None:
 def test_nothing_found_shows_nothing() -> None:
     assert ranked([]) == []
     assert ranked([], rerank=False) == []
+
+
+# --- what became of each chunk ------------------------------------------------------------------
+
+
+def outcomes(
+    chunks: list[ScoredChunk], *, rerank: bool = True, k: int = 10
+) -> dict[str, ChunkOutcome]:
+    """Each chunk's outcome by its id; the entries must be exactly rank_sources' too."""
+    ranked = rank_with_outcomes(
+        chunks, rerank=rerank, min_similarity=THRESHOLD, collection_margin=MARGIN, k=k
+    )
+    same = rank_sources(
+        chunks, rerank=rerank, min_similarity=THRESHOLD, collection_margin=MARGIN, k=k
+    )
+    assert ranked.entries == same
+    assert set(ranked.outcomes) == {(c.collection, c.chunk_id) for c in chunks}
+    return {chunk_id: outcome for (_, chunk_id), outcome in ranked.outcomes.items()}
+
+
+def test_a_shown_source_keeps_its_lead_its_runner_up_and_drops_the_rest_as_duplicates() -> None:
+    chunks = [
+        chunk("pathway:0", 0.5, fused=0.04, entity="R-HSA-1"),
+        chunk("variant:0", 0.8, fused=0.03, entity="R-HSA-1"),
+        chunk("pathway:1", 0.6, fused=0.02, entity="R-HSA-1"),
+        chunk("other", 0.7, fused=0.01),
+    ]
+    assert outcomes(chunks) == {
+        "variant:0": "kept",
+        "pathway:1": "runner_up",
+        "pathway:0": "duplicate",
+        "other": "kept",
+    }
+
+
+def test_an_entity_under_the_threshold_is_below_threshold_every_chunk_of_it() -> None:
+    chunks = [
+        chunk("good", 0.5, fused=0.02),
+        chunk("weak", 0.1, fused=0.05, entity="R-HSA-9"),
+        chunk("weak:1", 0.05, fused=0.01, entity="R-HSA-9"),
+    ]
+    assert outcomes(chunks) == {
+        "good": "kept",
+        "weak": "below_threshold",
+        "weak:1": "below_threshold",
+    }
+
+
+def test_when_nothing_is_similar_enough_keyword_scores_are_below_threshold_too() -> None:
+    # Scores over the threshold (keyword evidence), similarity under it: nothing shown.
+    chunks = [chunk("a", 0.1, score=0.9), chunk("b", 0.05, score=0.7)]
+    assert outcomes(chunks) == {"a": "below_threshold", "b": "below_threshold"}
+
+
+def test_a_cut_collection_is_collection_cut() -> None:
+    chunks = [
+        chunk("pathway", 0.7, collection="reactome"),
+        chunk("guide-page", 0.45, collection="userguide"),
+        chunk("variant", 0.66, collection="disease_variants"),
+    ]
+    assert outcomes(chunks) == {
+        "pathway": "kept",
+        "guide-page": "collection_cut",
+        "variant": "kept",
+    }
+
+
+def test_beyond_k_is_over_cap() -> None:
+    chunks = [chunk(f"c{n}", 0.4 + n / 10) for n in range(5)]
+    assert outcomes(chunks, k=3) == {
+        "c4": "kept",
+        "c3": "kept",
+        "c2": "kept",
+        "c1": "over_cap",
+        "c0": "over_cap",
+    }
+
+
+def test_without_rerank_no_collection_is_cut_and_similarity_decides() -> None:
+    chunks = [
+        chunk("similar", 0.9, fused=0.01),
+        chunk("weak", 0.1, fused=0.05),
+        chunk("far-collection", 0.4, fused=0.02, collection="userguide"),
+    ]
+    assert outcomes(chunks, rerank=False, k=1) == {
+        "far-collection": "kept",
+        "similar": "over_cap",
+        "weak": "below_threshold",
+    }
+
+
+_similarities = st.floats(min_value=0.0, max_value=1.0, allow_nan=False)
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["R-HSA-1", "R-HSA-2", "R-HSA-3", "R-HSA-4", "R-HSA-5"]),
+            st.sampled_from(["reactome", "userguide", "disease_variants"]),
+            _similarities,
+            st.floats(min_value=0.0, max_value=0.3, allow_nan=False),
+            st.floats(min_value=0.0, max_value=0.1, allow_nan=False),
+        ),
+        max_size=20,
+    ),
+    st.booleans(),
+    st.integers(min_value=1, max_value=6),
+)
+def test_every_chunk_has_one_outcome_and_each_shown_source_one_kept_lead(
+    rows: list[tuple[str, str, float, float, float]], rerank: bool, k: int
+) -> None:
+    chunks = [
+        chunk(f"chunk-{n}", similarity, score=similarity + evidence, fused=fused,
+              entity=entity, collection=collection)
+        for n, (entity, collection, similarity, evidence, fused) in enumerate(rows)
+    ]  # fmt: skip
+    ranked = rank_with_outcomes(
+        chunks, rerank=rerank, min_similarity=THRESHOLD, collection_margin=MARGIN, k=k
+    )
+    assert ranked.entries == rank_sources(
+        chunks, rerank=rerank, min_similarity=THRESHOLD, collection_margin=MARGIN, k=k
+    )
+    assert set(ranked.outcomes.values()) <= set(CHUNK_OUTCOMES)
+    kept = [key for key, outcome in ranked.outcomes.items() if outcome == "kept"]
+    leads = [(entry.chunks[0].collection, entry.chunks[0].chunk_id) for entry in ranked.entries]
+    assert sorted(kept) == sorted(leads)
+    for entry in ranked.entries:
+        for runner_up in entry.chunks[1:]:
+            assert ranked.outcomes[(runner_up.collection, runner_up.chunk_id)] == "runner_up"

@@ -33,7 +33,14 @@ from pipelines.core.normalize import normalize_question
 from pipelines.core.openai_key import KEYLESS, openai_api_key
 from pipelines.core.redaction import one_line, redact_also, redact_secrets, warn_not_done
 from pipelines.core.settings import ENV_PREFIX, Settings, default_home, env_var_for, load_settings
-from pipelines.core.tags import ANSWER_TAG, EXPANDER_TAG, REFUSAL_EVENT, RETRIEVAL_TAG
+from pipelines.core.tags import (
+    ANSWER_TAG,
+    EXPANDER_TAG,
+    EXPANSION_RECORD,
+    REFUSAL_EVENT,
+    RETRIEVAL_RECORD,
+    RETRIEVAL_TAG,
+)
 from pipelines.core.tokens import ENCODING_NAME, count_tokens
 
 if TYPE_CHECKING:
@@ -44,9 +51,11 @@ __all__ = [
     "ENCODING_NAME",
     "ENV_PREFIX",
     "EXPANDER_TAG",
+    "EXPANSION_RECORD",
     "HTTP_URL_PATTERN",
     "KEYLESS",
     "REFUSAL_EVENT",
+    "RETRIEVAL_RECORD",
     "RETRIEVAL_TAG",
     "SITE_PATH_PATTERN",
     "ST_ID_PATTERN",

@@ -104,6 +104,12 @@ class Settings(ReactomeSettings):
     )
     max_question_chars: int = Field(default=2000, ge=1, description="longer questions are refused")
     event_logs: bool = Field(default=True, description="write one JSONL event log per request")
+    logs_path: Path | None = Field(
+        default=None,
+        validation_alias=AliasChoices("logs_path", f"{ENV_PREFIX}LOGS_DIR"),
+        description="folder of the event logs and their feedback, which several instances "
+        "may share; unset means <home>/logs",
+    )
     log_retention_days: float = Field(
         default=30.0,
         ge=0,
@@ -133,7 +139,7 @@ class Settings(ReactomeSettings):
             raise ValueError(f"{value!r} is not an embedding model; use {_EMBEDDINGS_FORMS}")
         return value
 
-    @field_validator("home", "model_cache", mode="before")
+    @field_validator("home", "model_cache", "logs_path", mode="before")
     @classmethod
     def _expand_home(cls, value: object) -> object:
         if isinstance(value, str | Path) and not str(value).strip():
@@ -153,7 +159,7 @@ class Settings(ReactomeSettings):
 
     @property
     def logs_dir(self) -> Path:
-        return self.home / "logs"
+        return self.logs_path or self.home / "logs"
 
     @property
     def uses_chroma_server(self) -> bool:

@@ -6,7 +6,14 @@ reach every callback; metadata reaches only the start ones). One module, so both
 agree.
 """
 
-__all__ = ["ANSWER_TAG", "EXPANDER_TAG", "REFUSAL_EVENT", "RETRIEVAL_TAG"]
+__all__ = [
+    "ANSWER_TAG",
+    "EXPANDER_TAG",
+    "EXPANSION_RECORD",
+    "REFUSAL_EVENT",
+    "RETRIEVAL_RECORD",
+    "RETRIEVAL_TAG",
+]
 
 # The top-level retrieval run: its end is the gate (citations, then tokens).
 RETRIEVAL_TAG = "reactome-answers:retrieval"
@@ -18,3 +25,11 @@ EXPANDER_TAG = "reactome-answers:expander"
 # as a callback record (``logs stats`` counts refusals by its rule), and ``replay --check``
 # passes it through without an event.
 REFUSAL_EVENT = "reactome-answers:refusal"
+# The custom callback event that records what was searched for: the standalone question (made
+# from the history) first, then the alternative queries, and the collections. The event log
+# keeps it, so a conversation's follow-up shows what it was taken to mean.
+EXPANSION_RECORD = "reactome-answers:expansion"
+# The custom callback event with the candidates the retriever considered and what became of
+# each (kept with its number, or why it was dropped): kept in the event log only, like the
+# refusal; the same string as the retrieval run's tag, in another namespace (event names).
+RETRIEVAL_RECORD = "reactome-answers:retrieval"

@@ -27,8 +27,9 @@ class RequestLogs:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self._pruned_at: float | None = None
-        # What identifies the settings a log was written under, without the home folder.
-        dumped = settings.model_dump(mode="json", exclude={"home"})
+        # What identifies the settings a log was written under, without the home folder or
+        # the logs folder: instances answering alike get one digest wherever they log.
+        dumped = settings.model_dump(mode="json", exclude={"home", "logs_path"})
         self._digest = hashlib.sha256(json.dumps(dumped, sort_keys=True).encode()).hexdigest()
         self._digest = self._digest[:16]
 

@@ -2,7 +2,8 @@
 (``refusal_rules``), the personal-advice gate (``advice``), the query expander and router
 (``expander``) and the retriever that searches, fuses and gates (``retriever``): it runs the
 expander as a child run (``expander_run``), searches the versions it keeps live
-(``live_versions``) and orders what it found with pure arithmetic (``ranking``).
+(``live_versions``), orders what it found with pure arithmetic (``ranking``) and records
+which candidates it considered and what became of each (``retrieval_record``).
 """
 
 from pipelines.retrieval.advice import (
@@ -35,8 +36,11 @@ from pipelines.retrieval.expander_run import (
 )
 from pipelines.retrieval.live_versions import LiveVersions, ReadWriteGate
 from pipelines.retrieval.ranking import (
+    CHUNK_OUTCOMES,
     CHUNKS_PER_SOURCE,
     RRF_K,
+    ChunkOutcome,
+    RankedSources,
     ScoredChunk,
     SourceEntry,
     best_first,
@@ -45,18 +49,23 @@ from pipelines.retrieval.ranking import (
     keyword_evidence,
     one_per_entity,
     rank_sources,
+    rank_with_outcomes,
     reciprocal_rank_fusion,
 )
 from pipelines.retrieval.refusal_rules import ADVICE_REFUSAL, Refusal, rule_refusal
+from pipelines.retrieval.retrieval_record import OUTCOMES, RECORD_BOUND, retrieval_record
 from pipelines.retrieval.retriever import RANKINGS, Ranking, ReactomeRetriever
 
 __all__ = [
     "ADVICE_REFUSAL",
     "CHUNKS_PER_SOURCE",
+    "CHUNK_OUTCOMES",
     "EXPANSION",
     "EXPANSION_FALLBACK",
     "MARGIN",
+    "OUTCOMES",
     "RANKINGS",
+    "RECORD_BOUND",
     "RRF_K",
     "STOPWORDS",
     "THRESHOLD",
@@ -64,8 +73,10 @@ __all__ = [
     "AdviceExample",
     "AdviceGate",
     "AdviceVerdict",
+    "ChunkOutcome",
     "Expansion",
     "LiveVersions",
+    "RankedSources",
     "Ranking",
     "ReactomeRetriever",
     "ReadWriteGate",
@@ -87,7 +98,9 @@ __all__ = [
     "one_per_entity",
     "parse_expansion",
     "rank_sources",
+    "rank_with_outcomes",
     "reciprocal_rank_fusion",
+    "retrieval_record",
     "route",
     "rule_expansion",
     "rule_refusal",

@@ -19,7 +19,7 @@ from langchain_core.runnables import RunnableConfig
 from pipelines.catalog.catalog import Catalog
 from pipelines.core.errors import EventHandlerError, PersonalAdviceError
 from pipelines.core.redaction import one_line, redact_secrets
-from pipelines.core.tags import EXPANDER_TAG
+from pipelines.core.tags import EXPANDER_TAG, EXPANSION_RECORD
 from pipelines.retrieval.expander import (
     Expansion,
     expander_messages,
@@ -40,10 +40,9 @@ __all__ = [
 # The custom callback event that says the expander's own expansion was not used, and why;
 # the event log records it.
 EXPANSION_FALLBACK = "reactome-answers:expansion-fallback"
-# The custom callback event that records what was searched for: the standalone question (made
-# from the history) first, then the alternative queries, and the collections. The event log
-# keeps it, so a conversation's follow-up shows what it was taken to mean.
-EXPANSION = "reactome-answers:expansion"
+# The custom callback event that records what was searched for (its name lives with the tags,
+# where the log's readers find it too).
+EXPANSION = EXPANSION_RECORD
 
 
 def expansion_data(expansion: Expansion, collections: Sequence[str]) -> dict[str, Any]:

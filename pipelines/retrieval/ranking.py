@@ -9,7 +9,8 @@ show and in which order.
 - :func:`keyword_evidence` is what an id's BM25 standing and the question's rare words add to
   its similarity to the question (the ``hybrid_rerank`` score).
 - :func:`rank_sources` keeps one entry per entity, drops those under the threshold, cuts the
-  collections far behind another's best (:func:`gate_collections`), orders and caps.
+  collections far behind another's best (:func:`gate_collections`), orders and caps;
+  :func:`rank_with_outcomes` does the same and says what became of every chunk it was given.
 """
 
 from __future__ import annotations
@@ -17,11 +18,14 @@ from __future__ import annotations
 import math
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 __all__ = [
     "CHUNKS_PER_SOURCE",
+    "CHUNK_OUTCOMES",
     "RRF_K",
+    "ChunkOutcome",
+    "RankedSources",
     "ScoredChunk",
     "SourceEntry",
     "best_first",
@@ -30,6 +34,7 @@ __all__ = [
     "keyword_evidence",
     "one_per_entity",
     "rank_sources",
+    "rank_with_outcomes",
     "reciprocal_rank_fusion",
 ]
 
@@ -128,6 +133,31 @@ class SourceEntry:
         return self.chunks[0].collection
 
 
+def _entity_groups(chunks: Iterable[ScoredChunk], *, rerank: bool) -> list[list[ScoredChunk]]:
+    """The chunks of each entity, entities in order of their best fused chunk; each group in
+    the order its entry would show them (by score with ``rerank``, else fused)."""
+    groups: dict[str, list[ScoredChunk]] = {}
+    for chunk in sorted(chunks, key=lambda c: -c.fused):
+        groups.setdefault(chunk.entity, []).append(chunk)
+    if rerank:
+        for group in groups.values():
+            group.sort(key=lambda c: -c.score)
+    return list(groups.values())
+
+
+def _entry(
+    group: Sequence[ScoredChunk], *, rerank: bool, min_similarity: float
+) -> SourceEntry | None:
+    """The entry an entity's group makes, or None when it is not similar enough."""
+    similarity = max(c.similarity for c in group)
+    if rerank:
+        if group[0].score >= min_similarity:
+            return SourceEntry(group[0].score, similarity, tuple(group[:CHUNKS_PER_SOURCE]))
+    elif similarity >= min_similarity:
+        return SourceEntry(group[0].fused, similarity, tuple(group[:CHUNKS_PER_SOURCE]))
+    return None
+
+
 def one_per_entity(
     chunks: Iterable[ScoredChunk], *, rerank: bool, min_similarity: float
 ) -> list[SourceEntry]:
@@ -135,22 +165,15 @@ def one_per_entity(
     are ordered by score and it needs a lead scoring ``min_similarity``; otherwise they keep
     their fused order and its best similarity must reach ``min_similarity``. Each keeps at
     most :data:`CHUNKS_PER_SOURCE` chunks: the lead, and a runner-up for context."""
-    groups: dict[str, list[ScoredChunk]] = {}
-    for chunk in sorted(chunks, key=lambda c: -c.fused):
-        groups.setdefault(chunk.entity, []).append(chunk)
-    entries: list[SourceEntry] = []
-    for group in groups.values():
-        similarity = max(c.similarity for c in group)
-        if rerank:
-            group.sort(key=lambda c: -c.score)
-            if group[0].score >= min_similarity:
-                kept = tuple(group[:CHUNKS_PER_SOURCE])
-                entries.append(SourceEntry(group[0].score, similarity, kept))
-        elif similarity >= min_similarity:
-            entries.append(
-                SourceEntry(group[0].fused, similarity, tuple(group[:CHUNKS_PER_SOURCE]))
-            )
-    return entries
+    entries = (
+        _entry(group, rerank=rerank, min_similarity=min_similarity)
+        for group in _entity_groups(chunks, rerank=rerank)
+    )
+    return [entry for entry in entries if entry is not None]
+
+
+def _similar_enough(entries: Sequence[SourceEntry], min_similarity: float) -> bool:
+    return bool(entries) and max(entry.similarity for entry in entries) >= min_similarity
 
 
 def gate_collections(
@@ -162,7 +185,7 @@ def gate_collections(
     whose best trails another's best by more than ``margin`` (None keeps every collection):
     the user guide's disease list for a question about one disease, or pathways for a
     question listing variants."""
-    if not entries or max(entry.similarity for entry in entries) < min_similarity:
+    if not _similar_enough(entries, min_similarity):
         return []
     if margin is None:
         return list(entries)
@@ -189,3 +212,88 @@ def rank_sources(
     if rerank:
         entries = gate_collections(entries, min_similarity=min_similarity, margin=collection_margin)
     return sorted(entries, key=lambda entry: -entry.rank_by)[:k]
+
+
+# What became of a chunk given to rank_with_outcomes.
+ChunkOutcome = Literal[
+    "kept", "runner_up", "duplicate", "below_threshold", "collection_cut", "over_cap"
+]
+CHUNK_OUTCOMES: tuple[ChunkOutcome, ...] = (
+    "kept",
+    "runner_up",
+    "duplicate",
+    "below_threshold",
+    "collection_cut",
+    "over_cap",
+)
+
+
+@dataclass(frozen=True)
+class RankedSources:
+    """:func:`rank_sources`' entries, and the outcome of every chunk it was given, by
+    ``(collection, chunk_id)``."""
+
+    entries: list[SourceEntry]
+    outcomes: dict[tuple[str, str], ChunkOutcome]
+
+
+def rank_with_outcomes(
+    chunks: Iterable[ScoredChunk],
+    *,
+    rerank: bool,
+    min_similarity: float,
+    collection_margin: float | None,
+    k: int,
+) -> RankedSources:
+    """What :func:`rank_sources` returns (the same entries, by the same steps) and what
+    became of each chunk. A chunk's outcome is its entity's when the entity is dropped:
+
+    - ``below_threshold``: the entity's lead scores (with ``rerank``; else its best
+      similarity is) under ``min_similarity``, or no entity at all is that similar, so
+      nothing is shown;
+    - ``collection_cut``: :func:`gate_collections` cut the entity's collection;
+    - ``over_cap``: beyond the ``k`` best.
+
+    Of an entity that is shown, its lead is ``kept`` (one per source: the chunk the source
+    is numbered and cited by), the next chunk is ``runner_up`` (its text joins the lead's in
+    the same source, as context, so it is given to the model but is no source of its own),
+    and any further chunk is a ``duplicate``."""
+    groups = _entity_groups(chunks, rerank=rerank)
+    by_entity = {group[0].entity: group for group in groups}
+    reasons: dict[str, ChunkOutcome] = {}
+    entries: list[SourceEntry] = []
+    for group in groups:
+        entry = _entry(group, rerank=rerank, min_similarity=min_similarity)
+        if entry is None:
+            reasons[group[0].entity] = "below_threshold"
+        else:
+            entries.append(entry)
+    if rerank:
+        gated = gate_collections(entries, min_similarity=min_similarity, margin=collection_margin)
+        cut: ChunkOutcome = (
+            "collection_cut" if _similar_enough(entries, min_similarity) else "below_threshold"
+        )
+        passed = {entry.chunks[0].entity for entry in gated}
+        reasons.update(
+            (e.chunks[0].entity, cut) for e in entries if e.chunks[0].entity not in passed
+        )
+        entries = gated
+    ordered = sorted(entries, key=lambda entry: -entry.rank_by)
+    reasons.update((entry.chunks[0].entity, "over_cap") for entry in ordered[k:])
+    shown = ordered[:k]
+
+    outcomes: dict[tuple[str, str], ChunkOutcome] = {}
+    for entity, reason in reasons.items():
+        outcomes.update(((c.collection, c.chunk_id), reason) for c in by_entity[entity])
+    for entry in shown:
+        group = by_entity[entry.chunks[0].entity]
+        for position, c in enumerate(group):
+            outcome: ChunkOutcome = (
+                "kept"
+                if position == 0
+                else "runner_up"
+                if position < CHUNKS_PER_SOURCE
+                else "duplicate"
+            )
+            outcomes[(c.collection, c.chunk_id)] = outcome
+    return RankedSources(shown, outcomes)

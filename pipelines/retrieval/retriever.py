@@ -11,6 +11,10 @@ in the BM25 lists, and the question's rare words it holds); one entry is kept pe
 collections whose best entry is far less similar to the question than another collection's
 best. The survivors are ranked by score and capped (the arithmetic is ``ranking``'s). The
 order of the returned documents is the sources' numbering.
+
+Before it returns, the retriever sends the candidates it considered and what became of each
+(kept with the number the handler gives it, or why it was dropped) as the custom callback
+event ``reactome-answers:retrieval``, which the event log keeps (``retrieval_record``).
 """
 
 from __future__ import annotations
@@ -32,9 +36,11 @@ from langchain_core.retrievers import BaseRetriever
 from pydantic import ConfigDict, Field, PrivateAttr
 
 from pipelines.catalog.catalog import Catalog, catalog_for
+from pipelines.citations.sources import number_sources
 from pipelines.core.errors import PersonalAdviceError, ReactomeAnswersError
 from pipelines.core.options import RequestOptions
 from pipelines.core.settings import Settings
+from pipelines.core.tags import RETRIEVAL_RECORD
 from pipelines.index import store
 from pipelines.index.chunk_table import ChunkRecord
 from pipelines.index.keyword_index import keyword_tokens
@@ -57,10 +63,19 @@ from pipelines.retrieval.ranking import (
     entity_of,
     keyword_evidence,
     rank_sources,
+    rank_with_outcomes,
     reciprocal_rank_fusion,
 )
+from pipelines.retrieval.retrieval_record import RECORD_BOUND, QueryLists, retrieval_record
 
-__all__ = ["EXPANSION", "EXPANSION_FALLBACK", "RANKINGS", "Ranking", "ReactomeRetriever"]
+__all__ = [
+    "EXPANSION",
+    "EXPANSION_FALLBACK",
+    "RANKINGS",
+    "RETRIEVAL_RECORD",
+    "Ranking",
+    "ReactomeRetriever",
+]
 
 # How candidates are found and ordered; the default is the last. The others exist so the
 # evaluation (tests/benchmarks/eval_quality.py) can compare them on the same index.
@@ -139,6 +154,12 @@ class ReactomeRetriever(BaseRetriever):
         description="dense or BM25 alone, both fused (RRF), or fused then re-ranked by "
         "similarity to the question",
     )
+    record_candidates: bool = Field(
+        default=True,
+        description="send the candidates considered and their outcomes (the retrieval "
+        f"record, at most {RECORD_BOUND} besides those given to the model) as a custom "
+        "callback event before returning; off only to measure what it costs",
+    )
     # The live versions, their local indexes and the client; from `client` at construction.
     _live: LiveVersions = PrivateAttr()
 
@@ -188,6 +209,36 @@ class ReactomeRetriever(BaseRetriever):
         With an :attr:`advice_gate` and the ``question`` as asked, the gate judges it once the
         queries are embedded (reusing the standalone question's vector when it is the same
         text) and :class:`PersonalAdviceError` stops the search."""
+        documents, _ = self._search(expansion, collections, k, question, versions, None)
+        return documents
+
+    def search_recorded(
+        self,
+        expansion: Expansion,
+        collections: Sequence[str],
+        k: int,
+        *,
+        question: str | None = None,
+        versions: Mapping[str, str] | None = None,
+        cite_urls: bool | None = None,
+    ) -> tuple[list[Document], dict[str, Any] | None]:
+        """:meth:`search`, and its retrieval record (``retrieval_record``; None when
+        :attr:`record_candidates` is off). The record numbers the sources as the handler
+        will, with ``pipelines.citations.number_sources`` and ``cite_urls`` (None: the
+        settings' ``cite_urls``)."""
+        cite = self.settings.cite_urls if cite_urls is None else cite_urls
+        recorded = cite if self.record_candidates else None
+        return self._search(expansion, collections, k, question, versions, recorded)
+
+    def _search(
+        self,
+        expansion: Expansion,
+        collections: Sequence[str],
+        k: int,
+        question: str | None,
+        versions: Mapping[str, str] | None,
+        record_cite_urls: bool | None,
+    ) -> tuple[list[Document], dict[str, Any] | None]:
         vectors = np.asarray(self.embeddings.embed_documents(expansion.queries), dtype=np.float32)
         if self.advice_gate is not None and question is not None:
             same = expansion.queries[0].strip() == question.strip()
@@ -199,8 +250,9 @@ class ReactomeRetriever(BaseRetriever):
                     reason="similar_examples",
                 )
         with self._live.searching():  # a search never sees the client closed under it
+            arguments = (expansion, vectors, collections, k, versions or {}, record_cite_urls)
             try:
-                return self._search_once(expansion, vectors, collections, k, versions or {})
+                return self._search_once(*arguments)
             except ReactomeAnswersError:
                 raise
             except Exception:
@@ -208,7 +260,7 @@ class ReactomeRetriever(BaseRetriever):
                 forgotten = [name for name in collections if self._live.forget(name)]
                 if not forgotten:
                     raise
-                return self._search_once(expansion, vectors, collections, k, versions or {})
+                return self._search_once(*arguments)
 
     def _search_once(
         self,
@@ -217,20 +269,26 @@ class ReactomeRetriever(BaseRetriever):
         collections: Sequence[str],
         k: int,
         pinned: Mapping[str, str],
-    ) -> list[Document]:
+        record_cite_urls: bool | None = None,
+    ) -> tuple[list[Document], dict[str, Any] | None]:
+        """The documents, and the retrieval record numbered with ``record_cite_urls`` (no
+        record when None)."""
         question_vector = vectors[0]
 
         # Stage 1, ids only: every ranked list of every collection, fused (RRF). Lists are
         # given in collection order, so ties break the same way on every run.
         lists: list[list[tuple[str, str]]] = []
+        by_collection: dict[str, QueryLists] = {}
         evidence: dict[tuple[str, str], float] = {}
         versions = {name: self._live.version_for(name, pinned.get(name)) for name in collections}
         # Tokenized once for every collection's BM25 search and rare words (tokenizing costs
         # more than looking the words up).
         query_tokens = keyword_tokens(expansion.queries) if self.ranking != "dense" else []
         for name in collections:
-            ranked_ids, keyword = self._ranked_ids(versions[name], query_tokens, vectors)
-            lists += [[(name, chunk_id) for chunk_id in ranked] for ranked in ranked_ids]
+            ranked, keyword = self._ranked_ids(versions[name], query_tokens, vectors)
+            by_collection[name] = ranked
+            for ranked_ids in (*ranked.dense, *ranked.keyword):
+                lists.append([(name, chunk_id) for chunk_id in ranked_ids])
             evidence.update(((name, chunk_id), value) for chunk_id, value in keyword.items())
         fused = reciprocal_rank_fusion(lists)
 
@@ -256,13 +314,26 @@ class ReactomeRetriever(BaseRetriever):
                     similarity + evidence.get(key, 0.0),
                 )
 
-        entries = rank_sources(
-            [scored[key] for key in pool if key in scored],
-            rerank=self.ranking == "hybrid_rerank",
-            min_similarity=self.min_similarity,
-            collection_margin=self.collection_margin,
-            k=k,
-        )
+        read = [scored[key] for key in pool if key in scored]
+        rerank = self.ranking == "hybrid_rerank"
+        outcomes = None
+        if record_cite_urls is None:
+            entries = rank_sources(
+                read,
+                rerank=rerank,
+                min_similarity=self.min_similarity,
+                collection_margin=self.collection_margin,
+                k=k,
+            )
+        else:  # the same entries, and what became of every chunk
+            ranked_sources = rank_with_outcomes(
+                read,
+                rerank=rerank,
+                min_similarity=self.min_similarity,
+                collection_margin=self.collection_margin,
+                k=k,
+            )
+            entries, outcomes = ranked_sources.entries, ranked_sources.outcomes
         documents = []
         for entry in entries:
             chunks = [records[(c.collection, c.chunk_id)] for c in entry.chunks]
@@ -273,7 +344,22 @@ class ReactomeRetriever(BaseRetriever):
                     metadata={**chunks[0].metadata, "relevance": round(entry.similarity, 4)},
                 )
             )
-        return documents
+        if outcomes is None or record_cite_urls is None:
+            return documents, None
+        # Numbered exactly as the handler will number them, so the record's n cannot drift.
+        sources, _ = number_sources(documents, cite_urls=record_cite_urls)
+        number_of = {id(source.document): source.n for source in sources}
+        return documents, retrieval_record(
+            queries=expansion.queries,
+            collections=collections,
+            considered=len(fused),
+            pool=read,
+            metadata={key: records[key].metadata for key in scored},
+            lists=by_collection,
+            outcomes=outcomes,
+            entries=entries,
+            numbers=[number_of.get(id(document)) for document in documents],
+        )
 
     def _read_chunks(
         self, version: store.StoredVersion, ids: list[str]
@@ -302,11 +388,12 @@ class ReactomeRetriever(BaseRetriever):
         version: store.StoredVersion,
         query_tokens: Sequence[Sequence[str]],
         vectors: np.ndarray[Any, np.dtype[np.float32]],
-    ) -> tuple[list[list[str]], dict[str, float]]:
-        """One collection's ranked chunk ids: a dense list per query, then a BM25 list per
+    ) -> tuple[QueryLists, dict[str, float]]:
+        """One collection's ranked chunk ids: a dense list per query and a BM25 list per
         query (``query_tokens``, the standalone question's first), as the ranking asks; and,
         for hybrid_rerank, each chunk's keyword evidence."""
-        lists: list[list[str]] = []
+        dense: list[list[str]] = []
+        keyword: list[list[str]] = []
         evidence: dict[str, float] = {}
         stored = self.version_index(version)
         if self.ranking != "bm25":
@@ -318,17 +405,17 @@ class ReactomeRetriever(BaseRetriever):
             ):
                 ids = keyword_index.chunk_ids
                 nearest = table.nearest(vectors, self.fetch_k)
-                lists += [[ids[row] for row in rows] for rows in nearest]
+                dense = [[ids[row] for row in rows] for rows in nearest]
             else:
                 found = version.collection.query(
                     query_embeddings=vectors, n_results=self.fetch_k, include=["distances"]
                 )
-                lists += [list(ids) for ids in found["ids"]]
+                dense = [list(ids) for ids in found["ids"]]
         if self.ranking != "dense":
             index = stored.keyword
             if index is not None:
                 keyword_lists = index.search_tokens(query_tokens, self.fetch_k)
-                lists += [[chunk_id for chunk_id, _ in ranked] for ranked in keyword_lists]
+                keyword = [[chunk_id for chunk_id, _ in ranked] for ranked in keyword_lists]
                 if self.ranking == "hybrid_rerank":
                     evidence = keyword_evidence(
                         keyword_lists,
@@ -337,7 +424,7 @@ class ReactomeRetriever(BaseRetriever):
                         share_weight=self.bm25_share_weight,
                         rare_weight=self.rare_term_weight,
                     )
-        return lists, evidence
+        return QueryLists(dense, keyword), evidence
 
     # --- the retriever interface -----------------------------------------------------------
 
@@ -367,9 +454,19 @@ class ReactomeRetriever(BaseRetriever):
         run_manager.get_child().on_custom_event(
             EXPANSION, expansion_data(expansion, chosen), run_id=run_manager.run_id
         )
-        return self.search(
-            expansion, chosen, k or self.k, question=query, versions=options.versions
+        documents, record = self.search_recorded(
+            expansion,
+            chosen,
+            k or self.k,
+            question=query,
+            versions=options.versions,
+            cite_urls=options.cite_urls,
         )
+        if record is not None:  # before returning: the log holds it before the citations
+            run_manager.get_child().on_custom_event(
+                RETRIEVAL_RECORD, record, run_id=run_manager.run_id
+            )
+        return documents
 
     async def _aget_relevant_documents(
         self,
@@ -397,13 +494,19 @@ class ReactomeRetriever(BaseRetriever):
         await run_manager.get_child().on_custom_event(
             EXPANSION, expansion_data(expansion, chosen), run_id=run_manager.run_id
         )
-        return await asyncio.to_thread(
+        documents, record = await asyncio.to_thread(
             functools.partial(
-                self.search,
+                self.search_recorded,
                 expansion,
                 chosen,
                 k or self.k,
                 question=query,
                 versions=options.versions,
+                cite_urls=options.cite_urls,
             )
         )
+        if record is not None:  # before returning: the log holds it before the citations
+            await run_manager.get_child().on_custom_event(
+                RETRIEVAL_RECORD, record, run_id=run_manager.run_id
+            )
+        return documents

@@ -13,6 +13,8 @@ Sections (each a ratio or a difference measured in this one process, never a fix
   held_back_ms and held_back_chars) over the questions with the extractive model and with
   fake models that split markers across tokens, streaming at a fixed pace;
 - finalizer: strip + finalize on a 10,000-character answer with 50 markers;
+- retrieval record (_retrieval_record.py): what the candidates record adds to a request, in
+  time (with it against without, interleaved) and in log bytes (its line against the log);
 - serving: concurrent SSE streams against `serve` on 127.0.0.1 (bench_serving.py).
 
 ``--quick`` runs on the bundled sample corpus with fewer questions and tokens and a small
@@ -49,7 +51,7 @@ from pipelines.core.tags import RETRIEVAL_TAG
 from pipelines.index.embeddings import MiniLMEmbeddings
 from pipelines.index.store import open_client
 from pipelines.pipeline import AnswerPipeline
-from tests.benchmarks import _live, _stacks
+from tests.benchmarks import _live, _retrieval_record, _stacks
 from tests.benchmarks._common import (
     DEFAULT_DATA,
     cache_home,
@@ -305,6 +307,10 @@ def main(argv: list[str] | None = None) -> int:
         **_live.fake_held_back(settings, questions, token_ms=10.0, char_ms=2.0),
     }
     results["finalizer"] = bench_finalizer()
+    print("retrieval record...", file=sys.stderr)
+    results["retrieval_record"] = _retrieval_record.bench_retrieval_record(
+        settings, embeddings, questions, rounds=3 if quick else 2
+    )
     if not quick:
         results["serve_memory"] = [serve_memory(home, workers) for workers in (1, 2)]
     print("serving...", file=sys.stderr)
@@ -369,6 +375,7 @@ def main(argv: list[str] | None = None) -> int:
         f"Finalizer: {finalizer['ms']:.3f} ms on {finalizer['chars']:,} characters with "
         f"{finalizer['markers']} markers"
     )
+    print(_retrieval_record.report(results["retrieval_record"]))
     for memory in results.get("serve_memory", []):
         each = ", ".join(
             f"{start:.0f} -> {after:.0f}"

@@ -6,9 +6,12 @@
 // - markers.js: the [n] markers of a text, read as the server's finalizer reads them;
 // - answer.js: one answer's state from its events, and its text and Sources drawn;
 // - sse.js: the events of a Server-Sent Events body;
-// - limits.js: the server's request limits and the history that keeps to them.
+// - limits.js: the server's request limits and the history that keeps to them;
+// - feedback.js: thumbs up or down, and a comment, under a finished answer.
 
 import { AnswerState, drawer } from "./answer.js";
+import { errorMessage } from "./errors.js";
+import { feedbackControls } from "./feedback.js";
 import { fetchLimits, history } from "./limits.js";
 import { readEvents } from "./sse.js";
 
@@ -29,16 +32,6 @@ function setStatus(message) {
   page.status.textContent = message;
 }
 
-async function errorMessage(response) {
-  try {
-    const body = await response.json();
-    if (body && body.error && body.error.message) return body.error.message;
-  } catch (_) {
-    // Not our JSON error: fall through to the status line.
-  }
-  return `The server answered ${response.status} ${response.statusText}.`;
-}
-
 function reset() {
   page.answer.replaceChildren();
   page.error.hidden = true;
@@ -48,6 +41,7 @@ function reset() {
   page.retrieved.replaceChildren();
   page.retrievedSection.hidden = true;
   page.retrievedSection.open = false;
+  page.feedback.replaceChildren();
   page.answer.dataset.state = "streaming";
   page.answer.setAttribute("aria-busy", "true");
 }
@@ -70,6 +64,8 @@ function keepTurn() {
     for (const inner of copy.querySelectorAll("[id]")) inner.removeAttribute("id");
     turn.append(copy);
   }
+  // The rating controls move with their answer, still working: an earlier answer can be rated.
+  turn.append(...page.feedback.childNodes);
   page.conversation.append(turn);
 }
 
@@ -180,9 +176,12 @@ async function ask(question, citeUrls, keyOnce = null) {
       settle("failed", "");
       return;
     }
+    let requestId = null; // from the start event: what a rating of this answer names
     for await (const event of readEvents(response.body)) {
       answer.apply(event);
-      if (event.type === "citation") {
+      if (event.type === "start") {
+        requestId = event.request_id;
+      } else if (event.type === "citation") {
         draw();
         const count = answer.retrieved.length;
         setStatus(`Found ${count} source${count === 1 ? "" : "s"}; writing\u2026`);
@@ -194,6 +193,7 @@ async function ask(question, citeUrls, keyOnce = null) {
         finish(answer, draw);
         if (current === controller) {
           turnOnPage = true;
+          if (requestId) page.feedback.append(feedbackControls(requestId, apiKey));
           if (answer.done.state === "answered") {
             conversation.push(
               { role: "user", content: question },
@@ -235,7 +235,7 @@ function finish(answer, draw) {
 function start() {
   limits = fetchLimits();
   for (const id of ["answer", "error", "status", "sources", "retrieved", "question", "asked",
-                    "conversation"]) {
+                    "conversation", "feedback"]) {
     page[id] = document.getElementById(id);
   }
   page.newConversation = document.getElementById("new-conversation");

@@ -1,0 +1,100 @@
+"""The retrieval record as a table for the terminal: ``replay --candidates`` and
+``logs show --candidates``.
+
+One row per candidate, in the record's order (best fused first): the ``n`` it was cited by,
+its outcome (``kept``, or why it was dropped), its collection and id, its title (cut to fit),
+its fused score, its similarity to the question and its score, then its dense/keyword ranks
+for each query searched (``-`` where that search did not find it). A log altered by hand
+prints what can be read of it rather than failing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from callbacks.log import LogContents
+from callbacks.log_records import mapping, retrieval_record
+
+__all__ = ["TITLE_WIDTH", "candidates_table", "candidates_text"]
+
+TITLE_WIDTH = 36
+NO_RECORD = (
+    "no retrieval record in this log: it predates the record, its request was refused or "
+    "failed before the search, or another retriever answered it"
+)
+
+
+def candidates_text(contents: LogContents) -> str:
+    """The table of the log's retrieval record, or one line saying it has none."""
+    record = retrieval_record(contents)
+    return NO_RECORD if record is None else candidates_table(record)
+
+
+def _cut(text: str, width: int) -> str:
+    text = " ".join(text.split())  # a title is one line, whatever it holds
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _number(value: object) -> str:
+    return f"{value:.4f}" if isinstance(value, int | float) and not isinstance(value, bool) else "?"
+
+
+def _rank(value: object) -> str:
+    return str(value) if isinstance(value, int) and not isinstance(value, bool) else "-"
+
+
+def _list(value: object) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _row(candidate: Mapping[str, Any], queries: int) -> list[str]:
+    n = candidate.get("n")
+    ranks = [mapping(rank) for rank in _list(candidate.get("ranks"))]
+    ranks += [{}] * (queries - len(ranks))
+    return [
+        f"[{n}]" if isinstance(n, int) and not isinstance(n, bool) else "",
+        str(candidate.get("outcome") or "?"),
+        str(candidate.get("collection") or "?"),
+        str(candidate.get("st_id") or candidate.get("url") or candidate.get("chunk_id") or "?"),
+        _cut(str(candidate.get("title") or ""), TITLE_WIDTH),
+        _number(candidate.get("fused")),
+        _number(candidate.get("similarity")),
+        _number(candidate.get("score")),
+        *(f"{_rank(rank.get('dense'))}/{_rank(rank.get('keyword'))}" for rank in ranks),
+    ]
+
+
+def _aligned(rows: Sequence[Sequence[str]], right: set[int]) -> list[str]:
+    widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]))]
+    return [
+        "  ".join(
+            cell.rjust(width) if column in right else cell.ljust(width)
+            for column, (cell, width) in enumerate(zip(row, widths, strict=True))
+        ).rstrip()
+        for row in rows
+    ]
+
+
+def candidates_table(record: Mapping[str, Any]) -> str:
+    """The record as text: what was searched, how many candidates, then the table."""
+    queries = [str(query) for query in _list(record.get("queries"))]
+    collections = ", ".join(str(name) for name in _list(record.get("collections")))
+    candidates = [mapping(candidate) for candidate in _list(record.get("candidates"))]
+    lines = [f"searched for (q{number}) {query}" for number, query in enumerate(queries, start=1)]
+    lines.append(
+        f"in {collections or '?'}: {record.get('considered', '?')} candidates found, "
+        f"{record.get('read', '?')} read in full and ranked, {len(candidates)} shown "
+        f"(the {record.get('bound', '?')} best fused, and every one given to the model)"
+    )
+    width = max([len(queries), *(len(_list(c.get("ranks"))) for c in candidates)])
+    header = ["n", "outcome", "collection", "id", "title", "fused", "similarity", "score"]
+    header += [f"q{number} d/k" for number in range(1, width + 1)]
+    rows = [header, *(_row(candidate, width) for candidate in candidates)]
+    lines += _aligned(rows, right={0, 5, 6, 7})
+    kept = sum(1 for c in candidates if c.get("outcome") == "kept")
+    lines.append(
+        f"{kept} kept (the citations, by n); d/k: the dense and keyword rank in its "
+        "collection for each query, - where that search did not find it"
+    )
+    return "\n".join(lines)

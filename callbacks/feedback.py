@@ -1,0 +1,137 @@
+"""A user's rating of one answer, kept in a sidecar file beside the answer's event log.
+
+For ``<stamp>-<id>.jsonl`` the feedback is ``<stamp>-<id>.feedback.json``: one JSON object
+``{"request_id", "rating": "up" | "down", "comment": str | null, "at": ISO time}``. The log
+itself is never touched, so it stays exactly what the handler wrote and ``replay --check``
+still passes; a later rating replaces the earlier one whole. The file is written to a
+temporary name in the same folder and renamed over the old one, so that two writers (two
+instances sharing one logs folder) leave one complete rating, never a mixture or half a file.
+
+The comment carries no secret: it is redacted as a question is.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import tempfile
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal, get_args
+
+from pipelines.core.errors import EventLogError, InputError
+from pipelines.core.redaction import redact_secrets
+
+__all__ = [
+    "FEEDBACK_SUFFIX",
+    "MAX_COMMENT_CHARS",
+    "RATINGS",
+    "Rating",
+    "clean_comment",
+    "feedback_path",
+    "read_feedback",
+    "write_feedback",
+]
+
+Rating = Literal["up", "down"]
+RATINGS: tuple[str, ...] = get_args(Rating)
+# As long as the longest question: room for a sentence or two on what was wrong.
+MAX_COMMENT_CHARS = 2000
+FEEDBACK_SUFFIX = ".feedback.json"
+# A sidecar is a few kilobytes at most; anything larger is not ours and is not read.
+_MAX_SIDECAR_BYTES = 64 * 1024
+_SURROGATES = re.compile("[\ud800-\udfff]")
+
+
+def feedback_path(log_path: Path) -> Path:
+    """The sidecar of ``log_path``: the same name with ``.feedback.json`` for ``.jsonl``."""
+    return log_path.with_name(log_path.name.removesuffix(".jsonl") + FEEDBACK_SUFFIX)
+
+
+def read_feedback(log_path: Path) -> dict[str, Any] | None:
+    """The feedback stored for the log at ``log_path``, or None when there is none, or the
+    sidecar cannot be read or is not feedback we wrote (a reader of logs must not fail on
+    a damaged sidecar: the log is what matters)."""
+    try:
+        with feedback_path(log_path).open("rb") as stream:
+            raw = stream.read(_MAX_SIDECAR_BYTES + 1)
+    except OSError:
+        return None
+    if len(raw) > _MAX_SIDECAR_BYTES:
+        return None
+    try:
+        record = json.loads(raw.decode("utf-8", "replace"))
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(record, dict) or record.get("rating") not in RATINGS:
+        return None
+    comment = record.get("comment")
+    return {
+        "request_id": str(record.get("request_id", "")),
+        "rating": record["rating"],
+        "comment": comment if isinstance(comment, str) else None,
+        "at": str(record.get("at", "")),
+    }
+
+
+def clean_comment(comment: str | None) -> str | None:
+    """``comment`` redacted, None when it is blank; an :class:`InputError` when it is over
+    :data:`MAX_COMMENT_CHARS` (measured as sent, before redaction)."""
+    if comment is None or not comment.strip():
+        return None
+    if len(comment) > MAX_COMMENT_CHARS:
+        raise InputError(
+            f"the comment is {len(comment):,} characters, over the {MAX_COMMENT_CHARS:,} allowed",
+            fix=f"shorten it to at most {MAX_COMMENT_CHARS:,} characters",
+        )
+    # A lone surrogate (sent as the JSON escape \\ud800) is stored as U+FFFD, as logs do.
+    return _SURROGATES.sub("\ufffd", redact_secrets(comment.strip()))
+
+
+def write_feedback(
+    log_path: Path,
+    request_id: str,
+    rating: str,
+    comment: str | None,
+    *,
+    now: datetime | None = None,
+) -> dict[str, Any]:
+    """Store ``rating`` (and the redacted ``comment``) for the answer logged at ``log_path``,
+    replacing any earlier feedback; returns what was stored. A bad rating or comment is an
+    :class:`InputError`, a folder that cannot be written an :class:`EventLogError`."""
+    if rating not in RATINGS:
+        raise InputError(f"the rating {rating!r} is neither 'up' nor 'down'",
+                         fix="send 'up' or 'down'")  # fmt: skip
+    record: dict[str, Any] = {
+        "request_id": request_id,
+        "rating": rating,
+        "comment": clean_comment(comment),
+        "at": (now or datetime.now(UTC)).astimezone(UTC).isoformat(timespec="milliseconds"),
+    }
+    target = feedback_path(log_path)
+    data = json.dumps(record, ensure_ascii=False).encode("utf-8")
+    temporary: Path | None = None
+    try:
+        # Hidden and not named *.jsonl: no reader of the folder takes it for a log.
+        descriptor, name = tempfile.mkstemp(
+            dir=target.parent, prefix=f".{target.name}.", suffix=".tmp"
+        )
+        temporary = Path(name)
+        with os.fdopen(descriptor, "wb") as stream:
+            stream.write(data)
+            stream.flush()
+            os.fsync(stream.fileno())
+        temporary.replace(target)  # atomic: a reader sees the old rating or the new
+        temporary = None
+    except OSError as error:
+        raise EventLogError(
+            f"cannot store feedback beside {log_path} ({error.strerror or error})",
+            fix="check that the logs folder is writable",
+        ) from None
+    finally:
+        if temporary is not None:
+            with contextlib.suppress(OSError):
+                temporary.unlink()
+    return record

@@ -1,0 +1,274 @@
+"""One answer's log as the log page shows it: a JSON object built from the log alone.
+
+:func:`log_view` is pure: the page (``GET /logs/{request_id}``, ``logs view``, ``replay
+--serve``) only draws what it returns, so what the page says about an answer (which event
+came when, which candidate became which reference, what the model was sent) is decided and
+tested here, once, without a browser. :func:`read_log_view` is the one reader of files.
+
+Every value comes from a file that may have been altered by hand, so every field is read
+tolerantly (a record of the wrong shape reads as absent) and the result is plain JSON:
+strings, finite numbers, booleans, None, lists and objects.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+from callbacks.events import (
+    CitationEvent,
+    DoneEvent,
+    ErrorEvent,
+    Event,
+    Reference,
+    ReferenceEvent,
+    StartEvent,
+    TokenEvent,
+)
+from callbacks.feedback import read_feedback
+from callbacks.log import LogContents, read_log
+from callbacks.log_records import (
+    custom_data,
+    mapping,
+    model_input,
+    model_raw_text,
+    retrieval_record,
+    searched_queries,
+)
+from pipelines.core.tags import EXPANSION_RECORD
+
+__all__ = ["SUMMARY_CHARS", "VIEW_VERSION", "log_view", "read_log_view", "shorten"]
+
+E = TypeVar("E")
+
+# Bumped when a field changes meaning, so a page can tell a view it does not know.
+VIEW_VERSION = 1
+# A timeline row's summary is one glance long; the whole text is elsewhere on the page.
+SUMMARY_CHARS = 160
+_CANDIDATE_FIELDS = (
+    "collection",
+    "st_id",
+    "url",
+    "title",
+    "chunk_id",
+    "fused",
+    "similarity",
+    "keyword_evidence",
+    "score",
+)
+
+
+def read_log_view(path: Path) -> dict[str, Any]:
+    """The view of the log at ``path``, with the feedback stored beside it; an
+    :class:`~pipelines.core.errors.EventLogError` when it cannot be read."""
+    return log_view(read_log(path), feedback=read_feedback(path))
+
+
+def log_view(contents: LogContents, feedback: dict[str, Any] | None = None) -> dict[str, Any]:
+    """What the page shows of one log (see the module's docstring); ``feedback`` is
+    :func:`callbacks.feedback.read_feedback`'s, passed in so that this reads no file."""
+    header = contents.header
+    done = _last(contents.events, DoneEvent)
+    start = _last(contents.events, StartEvent)
+    error = _last(contents.events, ErrorEvent)
+    references = _references(contents.events, done)
+    expansion = mapping(custom_data(contents, EXPANSION_RECORD))
+    view: dict[str, Any] = {
+        "view": VIEW_VERSION,
+        "request_id": str(header.get("request_id", "")),
+        "created_at": _text_or_none(header.get("created_at")),
+        "state": done.data.state if done else "incomplete",
+        "question": str(header.get("question", "")),
+        "normalized_question": _text_or_none(header.get("normalized_question")),
+        "history": _history(header.get("history")),
+        "collections": _strings(header.get("collections")),
+        "options": dict(start.data.options) if start else {},
+        "releases": _releases(header.get("releases")),
+        "searched": {
+            "queries": searched_queries(contents),
+            "collections": _strings(expansion.get("collections")),
+        },
+        "timeline": timeline(contents.events),
+        "candidates": _candidates(retrieval_record(contents), references),
+        "answer": {
+            "text": done.data.text if done else _streamed_text(contents.events),
+            "references": [reference.model_dump() for reference in references],
+            "error": error.data.model_dump() if error else None,
+        },
+        "model": {"input": model_input(contents), "raw_text": model_raw_text(contents)},
+        "timings": done.data.timings.model_dump() if done else None,
+        "usage": done.data.usage.model_dump() if done else None,
+        "feedback": feedback,
+    }
+    safe: dict[str, Any] = _json_safe(view)
+    return safe
+
+
+def shorten(text: str, limit: int = SUMMARY_CHARS) -> str:
+    """``text`` on one line, cut to ``limit`` characters with an ellipsis."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def timeline(events: Sequence[Event]) -> list[dict[str, Any]]:
+    """One row per event in ``t_ms`` order (``type``, ``seq``, ``t_ms``, ``summary``); a run
+    of consecutive tokens is one row (``count`` tokens, up to ``seq_last`` and
+    ``t_ms_last``), so a long answer is a few rows, and its first token keeps its seq."""
+    rows: list[dict[str, Any]] = []
+    tokens: list[TokenEvent] = []
+
+    def flush() -> None:
+        if tokens:
+            text = "".join(token.data.text for token in tokens)
+            count = len(tokens)
+            rows.append({
+                "type": "token", "seq": tokens[0].seq, "t_ms": tokens[0].t_ms,
+                "summary": f"{count} token{'s' if count != 1 else ''}: {shorten(text)}",
+                "count": count, "seq_last": tokens[-1].seq, "t_ms_last": tokens[-1].t_ms,
+            })  # fmt: skip
+            tokens.clear()
+
+    # Stable: events recorded at the same t_ms keep their seq order.
+    for event in sorted(events, key=lambda event: event.t_ms):
+        if isinstance(event, TokenEvent):
+            tokens.append(event)
+            continue
+        flush()
+        rows.append(
+            {"type": event.type, "seq": event.seq, "t_ms": event.t_ms, "summary": _summary(event)}
+        )
+    flush()
+    return rows
+
+
+def _summary(event: Event) -> str:
+    if isinstance(event, StartEvent):
+        return shorten(event.data.question)
+    if isinstance(event, CitationEvent):
+        data = event.data
+        return shorten(
+            f"[{data.n}] {data.display_name} ({data.collection}, {data.st_id or data.url})"
+        )
+    if isinstance(event, ReferenceEvent):
+        reference = event.data
+        return shorten(f"[{reference.n}] (source {reference.source_n}) {reference.display_name}")
+    if isinstance(event, ErrorEvent):
+        return shorten(f"{event.data.code}: {event.data.message}")
+    if isinstance(event, DoneEvent):
+        count = len(event.data.references)
+        return f"{event.data.state}, {count} reference{'s' if count != 1 else ''}"
+    return ""  # pragma: no cover - tokens are grouped by the caller
+
+
+def _last(events: Iterable[Event], kind: type[E]) -> E | None:
+    found: E | None = None
+    for event in events:
+        if isinstance(event, kind):
+            found = event
+    return found
+
+
+def _references(events: Sequence[Event], done: DoneEvent | None) -> list[Reference]:
+    """The answer's references: done's, or for a log cut off before it, those its reference
+    events had announced."""
+    if done is not None:
+        return list(done.data.references)
+    return [event.data for event in events if isinstance(event, ReferenceEvent)]
+
+
+def _streamed_text(events: Sequence[Event]) -> str:
+    return "".join(event.data.text for event in events if isinstance(event, TokenEvent))
+
+
+def _text_or_none(value: object) -> str | None:
+    return None if value is None else str(value)
+
+
+def _strings(value: object) -> list[str]:
+    return [str(item) for item in value] if isinstance(value, list) else []
+
+
+def _history(value: object) -> list[dict[str, str]]:
+    turns = value if isinstance(value, list) else []
+    return [
+        {
+            "role": str(mapping(turn).get("role", "")),
+            "content": str(mapping(turn).get("content", "")),
+        }
+        for turn in turns
+    ]
+
+
+def _releases(value: object) -> list[dict[str, Any]]:
+    """Each collection searched, with its release and the version and indexes that ranked it."""
+    return [
+        {
+            "collection": str(name),
+            "release": _text_or_none(mapping(info).get("release")),
+            "version": _text_or_none(mapping(info).get("version")),
+            "indexes": _strings(mapping(info).get("indexes")),
+        }
+        for name, info in mapping(value).items()
+    ]
+
+
+def _int_or_none(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _ranks(value: object) -> list[dict[str, int | None]]:
+    """Per query, the candidate's dense and keyword rank (None: not found by that search)."""
+    ranks = value if isinstance(value, list) else []
+    return [
+        {"dense": _int_or_none(mapping(r).get("dense")),
+         "keyword": _int_or_none(mapping(r).get("keyword"))}
+        for r in ranks
+    ]  # fmt: skip
+
+
+def _candidates(
+    record: dict[str, Any] | None, references: Sequence[Reference]
+) -> dict[str, Any] | None:
+    """The retriever's record of its candidates (None when the log holds none), each with
+    ``cited``: kept, and given the number that a final reference came from
+    (``reference_n`` is that reference's number in the answer)."""
+    if record is None:
+        return None
+    final_number = {reference.source_n: reference.n for reference in references}
+    rows = record.get("candidates")
+    candidates = []
+    for raw in rows if isinstance(rows, list) else []:
+        row = mapping(raw)
+        candidate: dict[str, Any] = {name: row.get(name) for name in _CANDIDATE_FIELDS}
+        candidate["ranks"] = _ranks(row.get("ranks"))
+        candidate["outcome"] = str(row.get("outcome") or "")
+        n = _int_or_none(row.get("n"))
+        candidate["n"] = n
+        cited = candidate["outcome"] == "kept" and n is not None and n in final_number
+        candidate["cited"] = cited
+        candidate["reference_n"] = final_number[n] if cited and n is not None else None
+        candidates.append(candidate)
+    return {
+        "queries": _strings(record.get("queries")),
+        "collections": _strings(record.get("collections")),
+        "bound": _int_or_none(record.get("bound")),
+        "considered": _int_or_none(record.get("considered")),
+        "read": _int_or_none(record.get("read")),
+        "candidates": candidates,
+    }
+
+
+def _json_safe(value: Any) -> Any:
+    """``value`` as strict JSON: a number that is not finite (``NaN`` in an altered log) is
+    None, a key is a string, anything else that JSON lacks is its text."""
+    if isinstance(value, dict):
+        return {str(key): _json_safe(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json_safe(item) for item in value]
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if value is None or isinstance(value, str | int | bool):
+        return value
+    return str(value)
