@@ -12,6 +12,7 @@ import httpx
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, given, settings
+from hypothesis.errors import Unsatisfiable
 from langchain_core.embeddings import Embeddings
 from schemathesis.config import SchemathesisConfig
 from schemathesis.core.result import Ok
@@ -66,7 +67,14 @@ def test_no_request_the_schema_allows_or_breaks_gets_a_server_error(
                 else:
                     check_stream(parse_sse(response.text))
 
-        call()
+        try:
+            call()
+        except Unsatisfiable:
+            # An operation whose one input is a free string in its path (GET
+            # /v1/logs/{request_id}) has no request that breaks its schema; one with a body
+            # always has.
+            if mode is not schemathesis.GenerationMode.NEGATIVE or operation.body:
+                raise
 
 
 def check_openai_stream(body: str) -> None:

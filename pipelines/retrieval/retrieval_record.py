@@ -35,6 +35,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from pipelines.core.redaction import redact_secrets
 from pipelines.retrieval.ranking import ChunkOutcome, ScoredChunk, SourceEntry
 
 __all__ = ["OUTCOMES", "RECORD_BOUND", "Outcome", "QueryLists", "retrieval_record"]
@@ -158,7 +159,9 @@ def retrieval_record(
             }
         )
     return {
-        "queries": list(queries),
+        # Redacted as the expansion record's: a credential pasted into the question is
+        # searched for, but must not reach the disk.
+        "queries": [redact_secrets(query) for query in queries],
         "collections": list(collections),
         "bound": bound,
         "considered": considered,
