@@ -68,7 +68,8 @@ SUITE_HOME := build/suite-home
 unit: $(BIN)/.installed install-browser install-node install-ai-sdk
 	rm -rf $(SUITE_HOME)
 	REACTOME_SUITE_LOGS=$(CURDIR)/$(SUITE_HOME)/logs $(BIN)/pytest
-	$(BIN)/reactome-answers --home $(SUITE_HOME) logs stats --json > build/suite-logs-stats.json
+	REACTOME_ANSWERS_LOGS_DIR=$(SUITE_HOME)/logs $(BIN)/reactome-answers --home $(SUITE_HOME) \
+		logs stats --json > build/suite-logs-stats.json
 	$(BIN)/python -m tests.suite_gate build/suite-logs-stats.json
 
 # The same checks without the tests marked slow (a browser, a Chroma server, `serve` and the

@@ -13,7 +13,7 @@ import asyncio
 from pathlib import Path
 from typing import Any, Literal
 
-from fastapi import APIRouter
+from fastapi import APIRouter, FastAPI
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -22,9 +22,11 @@ from app._errors import error_response
 from callbacks.feedback import MAX_COMMENT_CHARS, read_feedback, write_feedback
 from callbacks.log import find_request_logs
 from pipelines.core.redaction import redact_secrets
+from pipelines.core.settings import Settings
 
-__all__ = ["FeedbackRequest", "router"]
+__all__ = ["FEEDBACK_PATH", "FeedbackRequest", "add_feedback", "rates_answers", "router"]
 
+FEEDBACK_PATH = "/v1/answers/{request_id}/feedback"
 router = APIRouter()
 
 
@@ -55,7 +57,7 @@ def _record(
 
 
 @router.post(
-    "/v1/answers/{request_id}/feedback",
+    FEEDBACK_PATH,
     summary="Rate an answer up or down, with an optional comment",
     status_code=201,
     responses={
@@ -80,3 +82,16 @@ async def feedback(
     if earlier is None or earlier["rating"] != stored["rating"]:
         metrics.feedback_given(stored["rating"])
     return JSONResponse(stored, status_code=201 if earlier is None else 200)
+
+
+def add_feedback(app: FastAPI) -> None:
+    """The feedback route on ``app``, and the mark GET /v1/limits reads (see
+    :func:`rates_answers`)."""
+    app.include_router(router)
+    app.state.rates_answers = True
+
+
+def rates_answers(app: FastAPI, settings: Settings) -> bool:
+    """Whether ``app`` keeps ratings: it serves the route (a replay does not) and writes the
+    logs they are kept beside."""
+    return bool(getattr(app.state, "rates_answers", False)) and settings.event_logs

@@ -26,6 +26,7 @@ from app._access import AnswerRoute
 from app._deps import CatalogDep, PipelineDep, SettingsDep
 from app._disconnect import CLIENT_LEFT_STATUS, events_unless_client_leaves
 from app._errors import error_response, http_status_for
+from app._feedback_api import rates_answers
 from app._request_models import MAX_TURN_CHARS, MAX_TURNS, AnswerRequest, Limits
 from callbacks.events import to_sse
 from pipelines.pipeline import answer_result
@@ -63,11 +64,12 @@ limits_router = APIRouter()
 
 
 @limits_router.get("/v1/limits", summary="The limits a request must keep to")
-async def limits(settings: SettingsDep) -> Limits:
+async def limits(settings: SettingsDep, request: Request) -> Limits:
     return Limits(
         max_question_chars=settings.max_question_chars,
         max_turns=MAX_TURNS,
         max_turn_chars=MAX_TURN_CHARS,
+        feedback=rates_answers(request.app, settings),
     )
 
 

@@ -83,3 +83,8 @@ class Limits(BaseModel):
     max_question_chars: int = Field(description="longer questions are refused")
     max_turns: int = Field(description="turns of history a request may carry")
     max_turn_chars: int = Field(description="characters in one turn of history")
+    feedback: bool = Field(
+        default=True,
+        description="whether answers can be rated (POST /v1/answers/{request_id}/feedback): "
+        "not with event logs off, since a rating is kept beside its answer's log",
+    )

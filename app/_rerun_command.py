@@ -295,6 +295,11 @@ def cmd_logs_rerun(args: argparse.Namespace, settings: Settings) -> int:
     else:
         _print_reruns(reruns)
         print(summary_line(summary))
+    if summary["logs"] and not summary["compared"]:
+        # Nothing compared is no evidence that nothing changed: 0 would read as "the same".
+        print("reactome-answers: no selected log could be rerun and compared "
+              "(see the skipped ones above)", file=sys.stderr)  # fmt: skip
+        return 2
     return 1 if summary["changed"] else 0
 
 

@@ -138,9 +138,14 @@ _COMMANDS: dict[str, tuple[str, _Handler, _Arguments | None]] = {
         cmd_collections,
         _add_json_flag,
     ),
-    "logs": ("list, show and measure the recorded event logs", cmd_logs, add_logs_arguments),
+    "logs": (
+        "list, show, view, measure, re-ask and prune the recorded event logs",
+        cmd_logs,
+        add_logs_arguments,
+    ),
     "replay": (
-        "re-emit a recorded answer, or --check it against a fresh handler",
+        "re-emit a recorded answer; or check it against a fresh handler (--check), show its "
+        "candidates or the model's input, or ask it again on this release (--rerun)",
         cmd_replay,
         add_replay_arguments,
     ),

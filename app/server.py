@@ -143,7 +143,7 @@ def create_app(
     app.include_router(native_router(answer_request_model(catalog.names)))
     app.include_router(_openai_api.router)
     app.include_router(_ai_sdk.router)
-    app.include_router(_feedback_api.router)
+    _feedback_api.add_feedback(app)
     app.include_router(log_page_router(keyed=bool(server.api_key_set)))
     add_web_client(app)
     app.include_router(_health.router)

@@ -16,11 +16,13 @@ import contextlib
 import json
 import os
 import re
+import stat
 import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, get_args
 
+from callbacks._files import read_regular_file
 from pipelines.core.errors import EventLogError, InputError
 from pipelines.core.redaction import redact_secrets
 
@@ -55,11 +57,9 @@ def read_feedback(log_path: Path) -> dict[str, Any] | None:
     sidecar cannot be read or is not feedback we wrote (a reader of logs must not fail on
     a damaged sidecar: the log is what matters)."""
     try:
-        with feedback_path(log_path).open("rb") as stream:
-            raw = stream.read(_MAX_SIDECAR_BYTES + 1)
-    except OSError:
-        return None
-    if len(raw) > _MAX_SIDECAR_BYTES:
+        # Never blocks: a FIFO or a device named like a sidecar is not read.
+        raw = read_regular_file(feedback_path(log_path), _MAX_SIDECAR_BYTES)
+    except EventLogError:
         return None
     try:
         record = json.loads(raw.decode("utf-8", "replace"))
@@ -120,6 +120,9 @@ def write_feedback(
         )
         temporary = Path(name)
         with os.fdopen(descriptor, "wb") as stream:
+            # mkstemp makes the file private (0600); readable as its log is, so every
+            # account that reads a shared logs folder sees the rating too.
+            os.fchmod(stream.fileno(), stat.S_IMODE(log_path.stat().st_mode) & 0o666)
             stream.write(data)
             stream.flush()
             os.fsync(stream.fileno())
@@ -127,7 +130,8 @@ def write_feedback(
         temporary = None
     except OSError as error:
         raise EventLogError(
-            f"cannot store feedback beside {log_path} ({error.strerror or error})",
+            # No path: the message reaches the HTTP client.
+            f"cannot store this answer's feedback ({error.strerror or error})",
             fix="check that the logs folder is writable",
         ) from None
     finally:

@@ -31,6 +31,7 @@ from typing import IO, Any
 
 from pydantic import ValidationError
 
+from callbacks._files import MAX_LOG_BYTES, read_regular_file
 from callbacks.events import DoneEvent, Event, parse_event, to_jsonl
 from callbacks.feedback import FEEDBACK_SUFFIX, feedback_path
 from pipelines.core.errors import EventLogError
@@ -54,11 +55,6 @@ LOG_SCHEMA_VERSION = 1
 _STAMP_FORMAT = "%Y%m%dT%H%M%S%f"
 # Only files named as we name them are ever pruned; anything else in the folder is left alone.
 _LOG_NAME = re.compile(r"(?P<stamp>\d{8}T\d{12})-[A-Za-z0-9_.-]+\.jsonl")
-
-
-# A log larger than this is not read (a runaway or foreign file must not exhaust memory); an
-# answer of 100,000 tokens writes about 30 MB.
-MAX_LOG_BYTES = 64 * 1024 * 1024
 
 
 _SURROGATES = re.compile("[\ud800-\udfff]")
@@ -319,33 +315,6 @@ class LogContents:
             )
 
 
-def _read_regular_file(path: Path) -> bytes:
-    """The bytes of ``path`` if it is a regular file of at most :data:`MAX_LOG_BYTES`: a FIFO
-    would block, a device never end, a link loop or a folder fail further down."""
-    try:
-        # Non-blocking, so that opening a FIFO returns at once instead of waiting for a writer.
-        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    except OSError as error:
-        raise EventLogError(
-            f"cannot read {path} ({error.strerror or error})", fix="give the path of a .jsonl log"
-        ) from None
-    try:
-        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
-            raise EventLogError(
-                f"{path} is not a regular file", fix="give the path of a .jsonl log"
-            )
-        with os.fdopen(descriptor, "rb", closefd=False) as stream:
-            raw = stream.read(MAX_LOG_BYTES + 1)
-    finally:
-        os.close(descriptor)
-    if len(raw) > MAX_LOG_BYTES:
-        raise EventLogError(
-            f"{path} is over {MAX_LOG_BYTES:,} bytes, more than any log holds",
-            fix="give the path of a .jsonl log",
-        )
-    return raw
-
-
 def _decode_lines(raw: bytes) -> list[str]:
     """The lines of a log; bytes that are not UTF-8 (a log altered or damaged on disk) read
     as U+FFFD, so the rest of it can still be shown."""
@@ -397,7 +366,7 @@ def read_log(path: Path, *, callbacks: bool = True) -> LogContents:
     refusal, the expansion, the candidates), the others skipped unparsed: what ``logs
     stats`` needs from many logs, at half the cost. Such contents cannot be replayed."""
     contents: LogContents | None = None
-    for number, line in enumerate(_decode_lines(_read_regular_file(path)), start=1):
+    for number, line in enumerate(_decode_lines(read_regular_file(path)), start=1):
         if (
             not callbacks
             and number > 1

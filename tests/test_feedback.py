@@ -5,6 +5,8 @@
 from __future__ import annotations
 
 import json
+import os
+import stat
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -311,6 +313,32 @@ def test_a_damaged_sidecar_reads_as_no_feedback(tmp_path: Path) -> None:
     assert read_feedback(log) == {"request_id": "", "rating": "down", "comment": None, "at": ""}
 
 
+def test_a_fifo_named_as_a_sidecar_is_not_waited_on(isolated_home: Path) -> None:
+    # On a shared folder any host that can write there could leave one; a reader that opened
+    # it would wait for a writer for ever, and `logs list` and the log page with it.
+    pipeline, _, _ = make_pipeline([ABCA1], "ABCA1 [1].")
+    done = list(pipeline.stream("What does ABCA1 do?"))[-1]
+    (log,) = find_request_logs(isolated_home / "logs", done.request_id)
+    os.mkfifo(feedback_path(log))
+    read: list[object] = []
+    reader = threading.Thread(target=lambda: read.append(read_feedback(log)), daemon=True)
+    reader.start()
+    reader.join(timeout=60)
+    assert read == [None]
+    listed = cli(isolated_home, "logs", "list", "--json", timeout_s=60)
+    assert listed.returncode == 0, listed.stderr
+    assert [row["feedback"] for row in json.loads(listed.stdout)] == [None]
+
+
+def test_a_rating_is_as_readable_as_its_log(tmp_path: Path) -> None:
+    # Every account that reads a shared logs folder must see the ratings too; a private
+    # temporary file renamed into place would hide them.
+    log = a_log(tmp_path, "req-a", datetime(2026, 1, 2, tzinfo=UTC))
+    log.chmod(0o644)
+    write_feedback(log, "req-a", "up", None)
+    assert stat.S_IMODE(feedback_path(log).stat().st_mode) == 0o644
+
+
 def test_write_feedback_refuses_a_bad_rating_or_a_long_comment(tmp_path: Path) -> None:
     log = a_log(tmp_path, "req-a", datetime(2026, 1, 2, tzinfo=UTC))
     with pytest.raises(InputError, match="neither 'up' nor 'down'"):
@@ -329,6 +357,7 @@ def test_concurrent_writers_leave_one_whole_rating(tmp_path: Path) -> None:
     comments = {rating: f"{rating} " * 390 for rating in ("up", "down")}  # 1 to 2 kB each
     seen: list[dict[str, Any] | None] = []
     start = threading.Barrier(5)
+    written = threading.Event()
 
     def write(rating: str) -> None:
         start.wait()
@@ -336,20 +365,27 @@ def test_concurrent_writers_leave_one_whole_rating(tmp_path: Path) -> None:
             write_feedback(log, "req-a", rating, comments[rating])
 
     def watch() -> None:
+        # Reads for as long as the writers write, and at least once after: however the
+        # threads are scheduled, the last read sees a rating.
         start.wait()
-        for _ in range(300):
+        while True:
+            finished = written.is_set()
             seen.append(read_feedback(log))
+            if finished:
+                return
 
-    threads = [threading.Thread(target=write, args=(r,)) for r in ("up", "down", "up", "down")]
-    threads.append(threading.Thread(target=watch))
-    for thread in threads:
+    writers = [threading.Thread(target=write, args=(r,)) for r in ("up", "down", "up", "down")]
+    watcher = threading.Thread(target=watch)
+    for thread in [*writers, watcher]:
         thread.start()
-    for thread in threads:
+    for thread in writers:
         thread.join(timeout=120)
+    written.set()
+    watcher.join(timeout=120)
     # Every read saw one writer's whole record, never a mixture or a part (a part reads as
     # None, which only the reads before the first write may see).
     first = next(n for n, found in enumerate([*seen, {}]) if found is not None)
-    assert seen[first:], "the reader never saw a rating while the writers wrote"
+    assert seen[first:], "the reader never saw a rating"
     for found in seen[first:]:
         assert found is not None
         assert found["comment"] == comments[found["rating"]].strip()
@@ -450,3 +486,34 @@ def test_the_page_rates_an_answer_down_with_a_comment(
         )
         browser.close()
         assert problems == []
+
+
+def test_limits_say_whether_answers_can_be_rated() -> None:
+    from app.replay_server import create_replay_app
+    from pipelines.core.settings import load_settings
+
+    server = load_server_settings()
+    for logs_on in (True, False):
+        pipeline, _, _ = make_pipeline([ABCA1], "ABCA1 [1].", event_logs=logs_on)
+        app = create_app(pipeline.settings, pipeline=pipeline, server=server)
+        with contextmanager(serve)(app) as base:
+            assert httpx.get(f"{base}/v1/limits").json()["feedback"] is logs_on
+    # A replay serves the recorded answer but keeps no ratings.
+    replay = create_replay_app([], speed=None, settings=load_settings(), server=server)
+    with contextmanager(serve)(replay) as base:
+        assert httpx.get(f"{base}/v1/limits").json()["feedback"] is False
+
+
+@pytest.mark.slow
+def test_the_page_offers_no_rating_when_the_server_keeps_none(sample_home: Path) -> None:
+    env = {"REACTOME_ANSWERS_EVENT_LOGS": "false"}
+    with serve_command(sample_home, env=env) as server, sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        page = browser.new_page()
+        page.goto(f"{server.base}/")
+        page.fill("#question", "What does ABCA1 do?")
+        page.click("#submit")
+        page.wait_for_selector("#answer[data-state=answered]", state="attached", timeout=90_000)
+        # The controls would be drawn in the same moment the answer settles.
+        assert page.locator("#feedback .feedback").count() == 0
+        browser.close()

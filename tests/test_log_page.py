@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -85,6 +86,22 @@ def test_module_syntax_the_inliner_does_not_read_is_refused(tmp_path: Path) -> N
 
 
 # --- In Chromium -------------------------------------------------------------------------------
+
+
+def test_without_keys_the_page_lookup_is_rate_limited(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Without keys the page looks its id up in the logs folder (404 for an unknown one), so
+    # it counts against the rate limit like any other request.
+    from app._server_settings import load_server_settings
+    from app.server import create_app
+    from tests.support.servers import serve
+
+    monkeypatch.setenv("REACTOME_ANSWERS_RATE_LIMIT", "3")
+    pipeline, _, _ = make_pipeline([ABCA1], "ABCA1 [1].")
+    app = create_app(pipeline.settings, pipeline=pipeline, server=load_server_settings())
+    with contextmanager(serve)(app) as base:
+        statuses = [httpx.get(f"{base}/logs/unknown-id", timeout=30).status_code for _ in range(5)]
+    assert statuses[:3] == [404, 404, 404]
+    assert statuses[3:] == [429, 429]
 
 
 @pytest.fixture(scope="module")

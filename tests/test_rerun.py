@@ -212,7 +212,9 @@ def test_logs_rerun_skips_logs_it_cannot_compare(isolated_home: Path, tmp_path: 
     _log(folder, "cut-off", done=False)
     (folder / "20261203T000000000000-broken.jsonl").write_text("{oops\n", encoding="utf-8")
     result = cli(isolated_home, "logs", "rerun", "--logs", str(folder), "--json")
-    assert result.returncode == 0, result.stderr
+    # Nothing could be compared: not "the same" (0), but a selection to fix (2).
+    assert result.returncode == 2, result.stderr
+    assert "no selected log could be rerun and compared" in result.stderr
     report = json.loads(result.stdout)
     assert report["summary"] == {
         "logs": 2, "compared": 0, "skipped": 2, "changed": 0,

@@ -195,6 +195,26 @@ def test_sync_and_async_retrieval_send_the_same_record_in_document_order(
     assert quiet.records == []
 
 
+def test_a_retriever_called_without_the_requests_options_records_nothing(
+    sample_home: Path, minilm: Embeddings
+) -> None:
+    # Handed to a pipeline from outside, it is called with the question alone: it cannot know
+    # the request's cite_urls, so numbers it wrote could disagree with the citations.
+    own = pipeline_for(sample_home, minilm).own_retriever
+    assert own is not None
+    outside = AnswerPipeline(
+        load_settings(home=sample_home), embeddings=minilm, retriever=own,
+        raise_handler_errors=True,
+    )  # fmt: skip
+    events = list(outside.stream("How do I use the pathway browser?", cite_urls=True))
+    (path,) = (sample_home / "logs").glob(f"*-{events[-1].request_id}.jsonl")
+    contents = read_log(path)
+    assert any(isinstance(e, CitationEvent) for e in contents.events)
+    assert retrieval_record(contents) is None
+    shown = cli(sample_home, "replay", path.name, "--candidates")
+    assert shown.stdout.startswith("no retrieval record in this log")
+
+
 def test_replay_and_logs_show_print_the_candidates_as_a_table(
     sample_home: Path, minilm: Embeddings
 ) -> None:

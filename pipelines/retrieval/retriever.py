@@ -436,6 +436,10 @@ class ReactomeRetriever(BaseRetriever):
         k: int | None = None,
         options: RequestOptions | None = None,
     ) -> list[Document]:
+        # Without the request's options (a retriever handed to the pipeline from outside, or
+        # called on its own) the record could number sources by other cite_urls than the
+        # handler's: then there is none.
+        numbered = options is not None
         options = options or RequestOptions()
         expansion = expand(
             self.expander,
@@ -462,7 +466,7 @@ class ReactomeRetriever(BaseRetriever):
             versions=options.versions,
             cite_urls=options.cite_urls,
         )
-        if record is not None:  # before returning: the log holds it before the citations
+        if record is not None and numbered:  # before returning: the log holds it first
             run_manager.get_child().on_custom_event(
                 RETRIEVAL_RECORD, record, run_id=run_manager.run_id
             )
@@ -476,6 +480,10 @@ class ReactomeRetriever(BaseRetriever):
         k: int | None = None,
         options: RequestOptions | None = None,
     ) -> list[Document]:
+        # Without the request's options (a retriever handed to the pipeline from outside, or
+        # called on its own) the record could number sources by other cite_urls than the
+        # handler's: then there is none.
+        numbered = options is not None
         options = options or RequestOptions()
         expansion = await aexpand(
             self.expander,
@@ -505,7 +513,7 @@ class ReactomeRetriever(BaseRetriever):
                 cite_urls=options.cite_urls,
             )
         )
-        if record is not None:  # before returning: the log holds it before the citations
+        if record is not None and numbered:  # before returning: the log holds it first
             await run_manager.get_child().on_custom_event(
                 RETRIEVAL_RECORD, record, run_id=run_manager.run_id
             )

@@ -190,10 +190,12 @@ async function ask(question, citeUrls, keyOnce = null) {
       } else if (event.type === "error") {
         showError(event.data.message);
       } else if (event.type === "done") {
+        // Known before the answer settles, so its controls appear in the same moment.
+        const rates = ((await limits) || { feedback: true }).feedback;
         finish(answer, draw);
         if (current === controller) {
           turnOnPage = true;
-          if (requestId) page.feedback.append(feedbackControls(requestId, apiKey));
+          if (requestId && rates) page.feedback.append(feedbackControls(requestId, apiKey));
           if (answer.done.state === "answered") {
             conversation.push(
               { role: "user", content: question },

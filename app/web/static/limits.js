@@ -18,6 +18,8 @@ export function readLimits(body) {
     if (!Number.isSafeInteger(value) || value < 0) return null;
     limits[name] = value;
   }
+  // Whether answers can be rated: only a server that says it cannot hides the thumbs.
+  limits.feedback = body.feedback !== false;
   return limits;
 }
 
