@@ -25,6 +25,7 @@ __all__ = [
     "HTTP_STATUS",
     "OPENAI_PATHS",
     "add_error_handlers",
+    "answer_not_logged",
     "error_response",
     "http_status_for",
     "openai_error_body",
@@ -60,6 +61,18 @@ def http_status_for(code: str) -> int:
         return HTTP_STATUS[ErrorCode(code)]
     except ValueError:
         return 500
+
+
+def answer_not_logged(request_id: str, hint: str) -> JSONResponse:
+    """The 404 for a request id no log in the folder has (feedback, the log page); the id
+    shown shortened and redacted, since it is whatever the caller put in the path."""
+    shown = redact_secrets(request_id if len(request_id) <= 80 else request_id[:79] + "…")
+    return error_response(
+        404,
+        "not_found",
+        f"no answer with request id {shown!r} is logged here; {hint} (answers are kept for "
+        "the log retention only)",
+    )
 
 
 def error_response(

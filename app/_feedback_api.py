@@ -18,10 +18,9 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from app._deps import MetricsDep, SettingsDep
-from app._errors import error_response
+from app._errors import answer_not_logged
 from callbacks.feedback import MAX_COMMENT_CHARS, read_feedback, write_feedback
 from callbacks.log import find_request_logs
-from pipelines.core.redaction import redact_secrets
 from pipelines.core.settings import Settings
 
 __all__ = ["FEEDBACK_PATH", "FeedbackRequest", "add_feedback", "rates_answers", "router"]
@@ -70,13 +69,7 @@ async def feedback(
 ) -> Any:
     stored, earlier = await asyncio.to_thread(_record, settings.logs_dir, request_id, body)
     if stored is None:
-        shown = redact_secrets(request_id if len(request_id) <= 80 else request_id[:79] + "…")
-        return error_response(
-            404,
-            "not_found",
-            f"no answer with request id {shown!r} is logged here; send the request_id of an "
-            "answer's start event (answers are kept for the log retention only)",
-        )
+        return answer_not_logged(request_id, "send the request_id of an answer's start event")
     # A rating counts once per answer, and again when it changes: a comment added to the
     # same rating (the web client sends the rating first, then the comment) is not another.
     if earlier is None or earlier["rating"] != stored["rating"]:

@@ -28,12 +28,11 @@ from fastapi import APIRouter
 from fastapi.responses import FileResponse, JSONResponse, Response
 
 from app._deps import SettingsDep
-from app._errors import error_response
+from app._errors import answer_not_logged
 from app._web import PAGE_HEADERS, WEB_DIR
 from callbacks.log import find_request_logs
 from callbacks.log_view import read_log_view
 from pipelines.core.errors import InputError
-from pipelines.core.redaction import redact_secrets
 
 __all__ = [
     "LOG_PAGE",
@@ -53,13 +52,7 @@ _MAX_ID_CHARS = 200
 
 
 def _not_found(request_id: str) -> JSONResponse:
-    shown = redact_secrets(request_id if len(request_id) <= 80 else request_id[:79] + "…")
-    return error_response(
-        404,
-        "not_found",
-        f"no answer with request id {shown!r} is logged here; see 'reactome-answers logs list' "
-        "(answers are kept for the log retention only)",
-    )
+    return answer_not_logged(request_id, "see 'reactome-answers logs list'")
 
 
 def _page() -> FileResponse:

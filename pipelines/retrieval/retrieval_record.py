@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pipelines.core.redaction import redact_secrets
 from pipelines.retrieval.ranking import ChunkOutcome, ScoredChunk, SourceEntry
@@ -53,15 +53,7 @@ Outcome = Literal[
     "collection_cut",
     "over_cap",
 ]
-OUTCOMES: tuple[Outcome, ...] = (
-    "kept",
-    "context",
-    "runner_up",
-    "duplicate",
-    "below_threshold",
-    "collection_cut",
-    "over_cap",
-)
+OUTCOMES: tuple[Outcome, ...] = get_args(Outcome)
 # The chunks whose text the model was given: always in the record, whatever the bound.
 _GIVEN = frozenset({"kept", "context", "runner_up"})
 
