@@ -523,9 +523,11 @@ def test_the_page_asks_the_server_for_its_limits_once(page: Any, served: str) ->
         page.goto(f"{served}/")
     assert limits.value.status == 200
     stated = limits.value.json()
-    assert set(stated) == {"max_question_chars", "max_turns", "max_turn_chars"}
+    sizes = {"max_question_chars", "max_turns", "max_turn_chars"}
+    assert set(stated) == {*sizes, "feedback"}
     assert stated["max_question_chars"] == load_settings().max_question_chars
-    assert all(isinstance(value, int) and value > 0 for value in stated.values())
+    assert all(isinstance(stated[name], int) and stated[name] > 0 for name in sizes)
+    assert stated["feedback"] is False  # `--no-log`: no log to keep a rating beside
 
     bodies, _ = converse(page, CONVERSATION[:2])
 
