@@ -246,11 +246,7 @@ def cmd_logs(args: argparse.Namespace, settings: Settings) -> int:
             feedback = read_feedback(path)
             if args.feedback and (feedback or {}).get("rating") != args.feedback:
                 continue  # the sidecar is read before the log: a selection costs little
-            try:
-                stats = log_stats(read_log(path, callbacks=False))
-            except EventLogError as error:
-                stats = {"error": str(error)}
-            rows.append({"file": str(path), **stats, "feedback": feedback})
+            rows.append({"file": str(path), **_stats_row(path, feedback)})
         if args.json:
             print(json.dumps(rows, indent=2))
         else:
@@ -285,16 +281,18 @@ def cmd_logs(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def _stats_row(path: Path, feedback: dict[str, Any] | None) -> dict[str, Any]:
+    """One log's stats row with its feedback; an unreadable log is a row saying why."""
+    try:
+        stats = log_stats(read_log(path, callbacks=False))
+    except EventLogError as error:
+        stats = {"file": str(path), "error": str(error)}
+    return {**stats, "feedback": feedback}
+
+
 def _stats_of_many(args: argparse.Namespace, settings: Settings) -> int:
     paths = selected_log_paths(args, settings.logs_dir)
-    rows: list[dict[str, Any]] = []
-    for path in paths:
-        try:
-            rows.append(
-                {**log_stats(read_log(path, callbacks=False)), "feedback": read_feedback(path)}
-            )
-        except EventLogError as error:
-            rows.append({"file": str(path), "error": str(error), "feedback": read_feedback(path)})
+    rows = [_stats_row(path, read_feedback(path)) for path in paths]
     if args.state is not None:
         rows = [row for row in rows if row.get("state") == args.state]
     summary = summarize(rows)

@@ -234,7 +234,8 @@ def _selection(
     selected: list[tuple[Path, LogContents | str]] = []
     for path in selected_log_paths(args, folder):
         try:
-            contents = read_log(path)
+            # Only the header and the events: the callback records are never read here.
+            contents = read_log(path, callbacks=False)
         except EventLogError as error:
             if args.state is None:
                 selected.append((path, error.message))
