@@ -221,13 +221,14 @@ class ReactomeRetriever(BaseRetriever):
         question: str | None = None,
         versions: Mapping[str, str] | None = None,
         cite_urls: bool | None = None,
+        record: bool = True,
     ) -> tuple[list[Document], dict[str, Any] | None]:
         """:meth:`search`, and its retrieval record (``retrieval_record``; None when
-        :attr:`record_candidates` is off). The record numbers the sources as the handler
-        will, with ``pipelines.citations.number_sources`` and ``cite_urls`` (None: the
-        settings' ``cite_urls``)."""
+        ``record`` or :attr:`record_candidates` is off). The record numbers the sources as
+        the handler will, with ``pipelines.citations.number_sources`` and ``cite_urls``
+        (None: the settings' ``cite_urls``)."""
         cite = self.settings.cite_urls if cite_urls is None else cite_urls
-        recorded = cite if self.record_candidates else None
+        recorded = cite if self.record_candidates and record else None
         return self._search(expansion, collections, k, question, versions, recorded)
 
     def _search(
@@ -465,8 +466,9 @@ class ReactomeRetriever(BaseRetriever):
             question=query,
             versions=options.versions,
             cite_urls=options.cite_urls,
+            record=numbered,
         )
-        if record is not None and numbered:  # before returning: the log holds it first
+        if record is not None:  # before returning: the log holds it before the citations
             run_manager.get_child().on_custom_event(
                 RETRIEVAL_RECORD, record, run_id=run_manager.run_id
             )
@@ -511,9 +513,10 @@ class ReactomeRetriever(BaseRetriever):
                 question=query,
                 versions=options.versions,
                 cite_urls=options.cite_urls,
+                record=numbered,
             )
         )
-        if record is not None and numbered:  # before returning: the log holds it first
+        if record is not None:  # before returning: the log holds it before the citations
             await run_manager.get_child().on_custom_event(
                 RETRIEVAL_RECORD, record, run_id=run_manager.run_id
             )
