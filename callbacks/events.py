@@ -40,6 +40,7 @@ __all__ = [
     "ErrorData",
     "ErrorEvent",
     "Event",
+    "EvidenceData",
     "Reference",
     "ReferenceEvent",
     "StartData",
@@ -182,12 +183,47 @@ class Timings(_Model):
     )
 
 
+Span = tuple[Annotated[int, Field(ge=0)], Annotated[int, Field(ge=0)]]
+
+
+class EvidenceData(_Model):
+    """One (sentence, cited source) pair of the answer and the passage that backs it."""
+
+    n: int = Field(ge=1, description="the reference's final number, as done.text cites it")
+    sentence: Span = Field(description="[start, end) of the sentence in done.text")
+    quote: Text = Field(description="the best supporting passage, exactly as in the source")
+    quote_span: Span = Field(description="[start, end) of the quote in the source's text")
+    score: float = Field(description="how well the quote supports the sentence (the judge's)")
+    supported: bool = Field(description="whether the judge found the sentence supported")
+
+    @model_validator(mode="after")
+    def _spans_in_order(self) -> Self:
+        for name in ("sentence", "quote_span"):
+            start, end = getattr(self, name)
+            if end < start:
+                raise ValueError(f"{name} ends before it starts")
+        return self
+
+
 class DoneData(_Model):
     state: DoneState
     text: Text = ""
     references: list[Reference] = Field(default_factory=list)
+    evidence: list[EvidenceData] = Field(
+        default_factory=list,
+        description="one item per (sentence, cited source); empty when nothing was judged",
+    )
     usage: Usage = Field(default_factory=Usage)
     timings: Timings
+
+    @model_validator(mode="after")
+    def _evidence_points_inside(self) -> Self:
+        for item in self.evidence:
+            if item.n > len(self.references):
+                raise ValueError(f"evidence cites [{item.n}], beyond the references")
+            if item.sentence[1] > len(self.text):
+                raise ValueError("an evidence sentence ends beyond the text")
+        return self
 
 
 class _EventBase(_Model):

@@ -40,6 +40,7 @@ from callbacks.events import (
     ErrorData,
     ErrorEvent,
     Event,
+    EvidenceData,
     Reference,
     ReferenceEvent,
     StartData,
@@ -49,7 +50,19 @@ from callbacks.events import (
     TokenEvent,
     Usage,
 )
-from pipelines.citations.finalize import finalize_citations, strip_out_of_range_markers
+from pipelines.answering.evidence import (
+    Claim,
+    Evidence,
+    Verdict,
+    claims_of,
+    drop_unsupported,
+    evidence_items,
+)
+from pipelines.citations.finalize import (
+    cited_numbers,
+    finalize_citations,
+    strip_out_of_range_markers,
+)
 from pipelines.citations.live import LiveCitations
 from pipelines.citations.sources import Source, number_sources
 from pipelines.core.errors import EventHandlerError
@@ -453,29 +466,68 @@ class AnswerEventHandler(BaseCallbackHandler):
 
     # --- the end --------------------------------------------------------------------------
 
-    def finish(self, state: DoneState = "answered", text: str | None = None) -> DoneEvent:
+    def claims(self, text: str | None = None) -> list[Claim]:
+        """The (sentence, cited source) pairs of the answer so far (or of ``text``, the
+        reply of a model that did not stream), for a judge to rule on before :meth:`finish`.
+        The model's own numbering is read, which is the retrieval order in either mode."""
+        sources = self._answer.sources
+        raw = self.raw_text if text is None else text
+        return claims_of(strip_out_of_range_markers(raw, len(sources)), sources)
+
+    def finish(
+        self,
+        state: DoneState = "answered",
+        text: str | None = None,
+        *,
+        verdicts: Sequence[tuple[Claim, Verdict]] = (),
+        drop: bool = False,
+    ) -> DoneEvent:
         """Finalize the answer's markers and references and emit ``done``.
 
         ``text`` replaces the streamed answer (a refusal, a "nothing found" message, or the
         reply of a model that did not stream). A failed answer keeps the references its
         partial text cites (all it had, when the text cites none, as for any answer); a
         refused or empty one has none, and no markers either.
+
+        ``verdicts`` are a judge's rulings on :meth:`claims`; ``done.evidence`` lists them for
+        the final text. With ``drop``, markers ruled unsupported are removed before the
+        finalizer runs, so a source cited by nothing else leaves the references; live, the
+        markers are on the wire already, and ``drop`` flags them as ``flag`` does.
         """
-        self._note("finish", state=state, text=text)
+        self._note(
+            "finish",
+            state=state,
+            text=text,
+            **({"verdicts": [_verdict_record(*pair) for pair in verdicts]} if verdicts else {}),
+            **({"drop": True} if drop else {}),
+        )
+        ruled = {(claim.sentence, claim.source_n): verdict for claim, verdict in verdicts}
         live = self._answer.live
         if live is not None and state in ("answered", "failed"):
-            return self._finish_live(state, text, live)
+            return self._finish_live(state, text, live, ruled)
         sources = self._answer.sources if state in ("answered", "failed") else []
         raw = self.raw_text if text is None else text
         stripped = strip_out_of_range_markers(raw, len(sources))
+        if drop and ruled:
+            kept_markers = drop_unsupported(stripped, sources, ruled)
+            if cited_numbers(stripped) and not cited_numbers(kept_markers):
+                # Every marker was unsupported: the answer cites nothing it can stand on,
+                # which is not the same as a model that never cited (that keeps the list).
+                sources = []
+            stripped = kept_markers
         final_text, kept = finalize_citations(stripped, sources)
         if not sources:
             kept = []
         references = [_reference(index, source) for index, source in enumerate(kept, start=1)]
-        return self._send_done(state, final_text, references)
+        evidence = evidence_items(final_text, kept, ruled) if ruled else []
+        return self._send_done(state, final_text, references, evidence=evidence)
 
     def _finish_live(
-        self, state: DoneState, text: str | None, live: LiveCitations[Source]
+        self,
+        state: DoneState,
+        text: str | None,
+        live: LiveCitations[Source],
+        ruled: dict[tuple[str, int], Verdict],
     ) -> DoneEvent:
         """``done`` repeats what was streamed: an answer sends what was held back first (and
         the reply of a model that did not stream, through the same rewrite); a failed one
@@ -496,7 +548,9 @@ class AnswerEventHandler(BaseCallbackHandler):
             "held_back_ms": round(self._answer.held_back_s * 1000, 3),
             "held_back_chars": live.held,
         }
-        return self._send_done(state, "".join(self._answer.streamed), references, held)
+        final_text = "".join(self._answer.streamed)
+        evidence = evidence_items(final_text, kept, ruled) if ruled and cited else []
+        return self._send_done(state, final_text, references, held, evidence=evidence)
 
     def _send_done(
         self,
@@ -504,6 +558,8 @@ class AnswerEventHandler(BaseCallbackHandler):
         final_text: str,
         references: list[Reference],
         held: dict[str, Any] | None = None,
+        *,
+        evidence: Sequence[Evidence] = (),
     ) -> DoneEvent:
         total_ms = self._elapsed_ms()
         timings = Timings(
@@ -516,6 +572,7 @@ class AnswerEventHandler(BaseCallbackHandler):
             state=state,
             text=final_text,
             references=references,
+            evidence=[_evidence_data(item) for item in evidence],
             usage=Usage(
                 answer_tokens=count_tokens(final_text), prompt_tokens=self._answer.prompt_tokens
             ),
@@ -541,6 +598,28 @@ class AnswerEventHandler(BaseCallbackHandler):
             return self._send(DoneEvent, bare)
         finally:
             self._record = record
+
+
+def _verdict_record(claim: Claim, verdict: Verdict) -> dict[str, Any]:
+    # The passage is in the log already (the retrieval's documents): its source's n finds it.
+    return {
+        "sentence": claim.sentence,
+        "source_n": claim.source_n,
+        "quote_span": list(verdict.quote_span),
+        "score": verdict.score,
+        "supported": verdict.supported,
+    }
+
+
+def _evidence_data(item: Evidence) -> EvidenceData:
+    return EvidenceData(
+        n=item.n,
+        sentence=item.sentence,
+        quote=item.quote,
+        quote_span=item.quote_span,
+        score=item.score,
+        supported=item.supported,
+    )
 
 
 def _reference(number: int, source: Source) -> Reference:

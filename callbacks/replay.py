@@ -17,6 +17,7 @@ from langchain_core.documents import Document
 from callbacks.events import DoneEvent, Event, to_jsonl
 from callbacks.handler import AnswerEventHandler
 from callbacks.log import LogContents
+from pipelines.answering.evidence import Claim, Verdict
 from pipelines.core.errors import EventLogError
 
 __all__ = ["MAX_GAP_S", "comparable", "paced", "replay_diff", "replay_events"]
@@ -45,6 +46,21 @@ def _retriever_start(handler: AnswerEventHandler, **ids: Any) -> None:
     handler.on_retriever_start(None, "", **ids)
 
 
+def _verdicts(recorded: Iterable[dict[str, Any]]) -> list[tuple[Claim, Verdict]]:
+    """The judge's rulings as :meth:`AnswerEventHandler.finish` was given them."""
+    return [
+        (
+            Claim(str(item["sentence"]), int(item["source_n"]), ""),
+            Verdict(
+                (int(item["quote_span"][0]), int(item["quote_span"][1])),
+                float(item["score"]),
+                bool(item["supported"]),
+            ),
+        )
+        for item in recorded
+    ]
+
+
 _STARTS = {
     "chain_start": _chain_start,
     "model_start": _model_start,
@@ -71,7 +87,12 @@ def replay_events(contents: LogContents) -> list[Event]:
             if hook == "start":
                 handler.start(record["question"], record["collections"], record["options"])
             elif hook == "finish":
-                handler.finish(record["state"], record["text"])
+                handler.finish(
+                    record["state"],
+                    record["text"],
+                    verdicts=_verdicts(record.get("verdicts") or ()),
+                    drop=bool(record.get("drop")),
+                )
             elif hook == "fail":
                 handler.fail(record["code"], record["message"])
             elif hook == "retriever_end":

@@ -25,12 +25,14 @@ from langchain_core.language_models import BaseChatModel
 from pydantic import SecretStr
 
 from pipelines.answering.extractive import ExtractiveChatModel
+from pipelines.answering.judges import EvidenceJudge, ModelJudge, OfflineJudge
+from pipelines.answering.passages import SentenceBank
 from pipelines.core.errors import ConfigurationError, ModelError
 from pipelines.core.openai_key import KEYLESS, openai_api_key
 from pipelines.core.settings import Settings
 from pipelines.retrieval.expander import RuleExpanderModel
 
-__all__ = ["default_gguf", "make_models"]
+__all__ = ["default_gguf", "make_judge", "make_models"]
 
 _INSTALL_LLAMACPP = "make install-llamacpp (or pip install 'reactome-answers[llamacpp]')"
 # The answer and expander share one model instance, and requests run concurrently.
@@ -114,3 +116,25 @@ def make_models(
         )
     model = _llamacpp(settings) if settings.llm.startswith("llamacpp") else _openai(settings)
     return model, model
+
+
+def make_judge(settings: Settings, bank: SentenceBank) -> EvidenceJudge:
+    """The evidence judge ``evidence_judge`` names: ``offline``, or ``openai:MODEL`` (at
+    ``OPENAI_BASE_URL``, as for ``--llm openai:MODEL``) over the offline judge's quotes."""
+    offline = OfflineJudge(bank, threshold=settings.evidence_threshold)
+    if settings.evidence_judge == "offline":
+        return offline
+    key = openai_api_key(
+        f"--evidence-judge {settings.evidence_judge}", "use REACTOME_ANSWERS_EVIDENCE_JUDGE=offline"
+    )
+    from langchain_openai import ChatOpenAI
+
+    grader = ChatOpenAI(
+        model=settings.evidence_judge.removeprefix("openai:"),
+        temperature=0,
+        max_tokens=3,
+        timeout=settings.model_timeout_s,
+        max_retries=1,
+        api_key=SecretStr(key or KEYLESS),
+    )
+    return ModelJudge(grader, offline)

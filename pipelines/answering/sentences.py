@@ -19,8 +19,10 @@ from functools import lru_cache
 import sentencex
 
 __all__ = [
+    "clean_sentence",
     "is_fragment",
     "points_back",
+    "sentence_spans",
     "split_paragraphs",
     "split_sentences",
     "strip_literature",
@@ -87,6 +89,47 @@ def split_paragraphs(text: str) -> list[list[str]]:
         if sentences:
             paragraphs.append(sentences)
     return paragraphs
+
+
+# Where a paragraph ends, as split_paragraphs reads it: a blank line, a list item's start, or
+# one of the HTML tags some summaries carry.
+_LEADING_BULLET_RE = re.compile(r"(?:[-*+]|\d+[.)])\s+")
+_BREAK_RE = re.compile(_PARAGRAPH_RE.pattern + "|" + _TAG_RE.pattern, re.IGNORECASE)
+
+
+def sentence_spans(text: str) -> list[tuple[int, int]]:
+    """The ``[start, end)`` offsets of the sentences of ``text`` itself, so a sentence can be
+    quoted exactly as written: the same segmenter as :func:`split_paragraphs`, paragraph by
+    paragraph, each span trimmed of the spaces around it. Literature citations stay inside
+    the span (a quote is the source's own words); :func:`clean_sentence` drops them for
+    scoring. A piece with no letter or digit is no sentence."""
+    spans: list[tuple[int, int]] = []
+    start = 0
+    for end, after in [*((m.start(), m.end()) for m in _BREAK_RE.finditer(text)), (len(text),) * 2]:
+        position = start
+        for piece in _segment_raw(text[start:end]):
+            offset = text.index(piece, position)
+            position = offset + len(piece)
+            stripped = piece.strip()
+            if not _WORDLIKE_RE.search(stripped):
+                continue
+            begin = offset + (len(piece) - len(piece.lstrip()))
+            bullet = _LEADING_BULLET_RE.match(stripped)  # a quote starts at its words
+            skip = bullet.end() if bullet and bullet.end() < len(stripped) else 0
+            spans.append((begin + skip, begin + len(stripped)))
+        start = after
+    return spans
+
+
+@lru_cache(maxsize=4096)
+def _segment_raw(paragraph: str) -> tuple[str, ...]:
+    return tuple(sentencex.segment("en", paragraph))
+
+
+def clean_sentence(sentence: str) -> str:
+    """A sentence as it is scored: its literature citations and bullet removed, its spaces
+    collapsed (what :func:`split_paragraphs` makes of it)."""
+    return " ".join(strip_literature(_BULLET_RE.sub("", sentence)).split())
 
 
 def split_sentences(text: str) -> list[str]:

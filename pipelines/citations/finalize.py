@@ -22,7 +22,13 @@ import re
 from collections.abc import Iterator, Sequence
 from typing import NamedTuple, TypeVar
 
-__all__ = ["cited_numbers", "finalize_citations", "strip_out_of_range_markers"]
+__all__ = [
+    "cited_numbers",
+    "drop_citations",
+    "finalize_citations",
+    "marker_clusters",
+    "strip_out_of_range_markers",
+]
 
 T = TypeVar("T")
 
@@ -387,6 +393,38 @@ def cited_numbers(text: str) -> list[int]:
                 for number in range(low, min(high, low + _MAX_RANGE_EXPANSION) + 1):
                     seen.setdefault(number)
     return list(seen)
+
+
+def marker_clusters(text: str, n_sources: int) -> list[tuple[int, int, tuple[int, ...]]]:
+    """Each marker cluster as ``(start, end, numbers)``: where it stands and the numbers in
+    ``1..n_sources`` it cites, in the order written, each once (what the finalizer reads as
+    markers, so nothing in code or a link)."""
+    found = []
+    for cluster in _clusters(text):
+        numbers: dict[int, None] = {}
+        for group in cluster.groups:
+            for number in _numbers_in_range(group.items, n_sources):
+                numbers.setdefault(number)
+        found.append((cluster.start, cluster.end, tuple(numbers)))
+    return found
+
+
+def drop_citations(text: str, n_sources: int, dropped: Sequence[frozenset[int]]) -> str:
+    """``text`` without the numbers ``dropped[i]`` in the i-th cluster of
+    :func:`marker_clusters`; a cluster left citing nothing is removed as the finalizer
+    removes a marker (its space with it). Other clusters stay exactly as written."""
+    clusters = _clusters(text)
+    if len(dropped) != len(clusters):
+        raise ValueError(f"the text has {len(clusters)} marker clusters, not {len(dropped)}")
+    replacements = []
+    for cluster, (_, _, numbers), gone in zip(
+        clusters, marker_clusters(text, n_sources), dropped, strict=True
+    ):
+        if not gone & set(numbers):
+            replacements.append(text[cluster.start : cluster.end])
+        else:
+            replacements.append("".join(f"[{n}]" for n in numbers if n not in gone))
+    return _rewrite(text, clusters, replacements)
 
 
 def _cites_any(text: str, n_sources: int) -> bool:

@@ -17,7 +17,7 @@ import os
 import re
 import warnings
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from pydantic import AliasChoices, Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -41,6 +41,8 @@ _LLM_RE = re.compile(r"extractive|llamacpp(?::.+)?|openai:[^\s:][^\s]*")
 _EMBEDDINGS_FORMS = (
     "'all-MiniLM-L6-v2-q8' (offline, int8), 'all-MiniLM-L6-v2' (offline) or 'openai:MODEL'"
 )
+_JUDGE_FORMS = "'offline' (embeddings and rare words) or 'openai:MODEL' (a model grades each pair)"
+_JUDGE_RE = re.compile(r"offline|openai:[^\s:][^\s]*")
 _EMBEDDINGS_RE = re.compile(r"all-MiniLM-L6-v2(-q8)?|openai:[^\s:][^\s]*")
 
 
@@ -120,6 +122,21 @@ class Settings(ReactomeSettings):
         default=1000, ge=0, description="at most this many event logs are kept (0: no cap)"
     )
     max_sources: int = Field(default=10, ge=1, le=100, description="cap on numbered sources")
+    evidence: Literal["flag", "drop", "off"] = Field(
+        default="flag",
+        description="an unsupported citation is 'flag'ged (kept, marked supported: false), its "
+        "marker 'drop'ped before the finalizer, or not checked at all ('off')",
+    )
+    evidence_judge: str = Field(
+        default="offline",
+        description=f"who judges the evidence: {_JUDGE_FORMS}",
+    )
+    evidence_threshold: float = Field(
+        default=0.6,
+        ge=0,
+        le=1,
+        description="the offline judge's score at which a quote supports its sentence",
+    )
     model_timeout_s: float = Field(default=60.0, gt=0, description="limit on one model call")
     request_timeout_s: float = Field(default=120.0, gt=0, description="limit on one whole answer")
 
@@ -129,6 +146,14 @@ class Settings(ReactomeSettings):
         value = value.strip()
         if not _LLM_RE.fullmatch(value):
             raise ValueError(f"{value!r} is not a model choice; use {_LLM_FORMS}")
+        return value
+
+    @field_validator("evidence_judge")
+    @classmethod
+    def _check_judge(cls, value: str) -> str:
+        value = value.strip()
+        if not _JUDGE_RE.fullmatch(value):
+            raise ValueError(f"{value!r} is not a judge; use {_JUDGE_FORMS}")
         return value
 
     @field_validator("embeddings")

@@ -8,6 +8,7 @@ agree.
 
 __all__ = [
     "ANSWER_TAG",
+    "EVIDENCE_FAILED",
     "EXPANDER_TAG",
     "EXPANSION_RECORD",
     "REFUSAL_EVENT",
@@ -25,6 +26,9 @@ EXPANDER_TAG = "reactome-answers:expander"
 # as a callback record (``logs stats`` counts refusals by its rule), and ``replay --check``
 # passes it through without an event.
 REFUSAL_EVENT = "reactome-answers:refusal"
+# The evidence judge failed (a model judge's server, say): the answer went on without
+# evidence, and this custom event tells the log why.
+EVIDENCE_FAILED = "reactome-answers:evidence-failed"
 # The custom callback event that records what was searched for: the standalone question (made
 # from the history) first, then the alternative queries, and the collections. The event log
 # keeps it, so a conversation's follow-up shows what it was taken to mean.

@@ -18,6 +18,8 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables import Runnable
 
 from callbacks.events import DoneData, DoneEvent, Event
+from pipelines.answering.judges import EvidenceJudge
+from pipelines.answering.passages import SentenceBank
 from pipelines.catalog.catalog import catalog_for, load_catalog
 from pipelines.core.normalize import normalize_question
 from pipelines.core.options import History, RequestOptions
@@ -177,6 +179,21 @@ class AnswerPipeline:
         if self._outside_retriever is not None and self._embeddings is None:
             return None
         return AdviceGate(self.embeddings, catalog=catalog_for(self.settings))
+
+    @cached_property
+    def sentence_bank(self) -> SentenceBank:
+        """Retrieved passages' sentences and vectors, shared by the answer model and the
+        evidence judge (:mod:`pipelines.answering.passages`)."""
+        return SentenceBank(self.embeddings)
+
+    @cached_property
+    def evidence_judge(self) -> EvidenceJudge | None:
+        """Who rules on each citation (``evidence_judge``); None when ``evidence`` is off."""
+        if self.settings.evidence == "off":
+            return None
+        from pipelines.answering.providers import make_judge
+
+        return make_judge(self.settings, self.sentence_bank)
 
     # --- the checks before any search ----------------------------------------------------
 

@@ -16,12 +16,14 @@ from langchain_core.runnables import RunnableConfig
 from callbacks.events import DoneEvent, Event, TokenEvent
 from callbacks.handler import AnswerEventHandler
 from callbacks.log import EventLog
+from pipelines.answering.evidence import Claim, Verdict
+from pipelines.answering.judges import judge_key
 from pipelines.catalog.catalog import catalog_for
 from pipelines.core.errors import ErrorCode, PersonalAdviceError, ReactomeAnswersError
 from pipelines.core.normalize import normalize_question
 from pipelines.core.options import RequestOptions
 from pipelines.core.redaction import one_line, redact_secrets
-from pipelines.core.tags import REFUSAL_EVENT
+from pipelines.core.tags import EVIDENCE_FAILED, REFUSAL_EVENT
 from pipelines.retrieval.refusal_rules import ADVICE_REFUSAL, Refusal
 
 if TYPE_CHECKING:
@@ -123,6 +125,7 @@ class AnswerRequest:
             "run_name": "reactome-answers",
         }
         limit = self.settings.request_timeout_s
+        verdicts: list[tuple[Claim, Verdict]] = []
         try:
             async with asyncio.timeout(limit) as deadline:
                 if not pipeline.retrieval.checks_advice:
@@ -133,6 +136,7 @@ class AnswerRequest:
                         return
                 inputs = {"question": self.normalized, "options": options}
                 reply = await pipeline.chain.ainvoke(inputs, config)
+                verdicts = await self._judge(handler, reply)
         except TimeoutError:
             if deadline.expired():
                 handler.fail(
@@ -162,7 +166,30 @@ class AnswerRequest:
             handler.finish("nothing_found", text=catalog_for(self.settings).nothing_found())
         else:
             # A model that did not stream left no tokens: its reply is the answer.
-            handler.finish("answered", text=None if handler.raw_text else reply)
+            handler.finish(
+                "answered",
+                text=None if handler.raw_text else reply,
+                verdicts=verdicts,
+                drop=self.settings.evidence == "drop",
+            )
+
+    async def _judge(self, handler: AnswerEventHandler, reply: str) -> list[tuple[Claim, Verdict]]:
+        """The judge's ruling on each (sentence, cited source) pair of the answer; none when
+        the check is off or the judge failed (the answer is never failed for its judge:
+        the log says why)."""
+        judge = self.pipeline.evidence_judge
+        if judge is None or not handler.retrieval_ended:
+            return []
+        claims = handler.claims(None if handler.raw_text else reply)
+        if not claims:
+            return []
+        try:
+            found = await judge.judge(claims)
+        except Exception as error:
+            data = {"message": redact_secrets(one_line(error))}
+            handler.on_custom_event(EVIDENCE_FAILED, data, run_id=uuid.uuid4())
+            return []
+        return [(claim, found[judge_key(claim)]) for claim in claims if judge_key(claim) in found]
 
     @staticmethod
     def _end_without_done(task: asyncio.Task[None], handler: AnswerEventHandler) -> None:
