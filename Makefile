@@ -100,10 +100,12 @@ bench-quick: $(BIN)/.installed
 	$(BIN)/python -m tests.benchmarks.bench_performance --quick
 
 # Retrieval, routing, end-to-end and citation quality on the labeled questions over
-# ../shared/data (the first run ingests it: about 4 minutes).
+# ../shared/data (the first run ingests it: about 4 minutes); then the evidence judge on the
+# labeled (sentence, cited source) pairs of tests/benchmarks/evidence_pairs.yaml.
 eval: $(BIN)/.installed
 	$(BIN)/python tests/benchmarks/check_eval_questions.py
 	$(BIN)/python -m tests.benchmarks.eval_quality
+	$(BIN)/python -m tests.benchmarks.eval_evidence
 
 # Ingestion throughput and peak memory on ../shared/data plus the reaction summaries.
 bench-ingest: $(BIN)/.installed

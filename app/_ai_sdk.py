@@ -8,9 +8,18 @@ each, with the header ``x-vercel-ai-ui-message-stream: v1``:
 
 ``start``, then for each reference a ``source-url`` part as it is first cited (live
 citations: right before the text citing it), ``text-start`` / ``text-delta`` / ``text-end``
-with the answer's markers already final, ``error`` on failure, ``finish`` (its
-``messageMetadata`` holds the request id, the final state and our references), then
-``[DONE]``.
+with the answer's markers already final, then one ``data-evidence`` part per judged citation
+(see below), ``error`` on failure, ``finish`` (its ``messageMetadata`` holds the request id,
+the final state and our references), then ``[DONE]``.
+
+The evidence goes as data parts, ``{"type": "data-evidence", "id": "evidence-N", "data": ITEM}``
+with ``ITEM`` one item of ``done.data.evidence`` as the native API gives it (``n``, the
+``sentence`` offsets in the text part, the ``quote`` and its ``quote_span``, ``score`` and
+``supported``). A ``source-document`` part names a document (media type, title, file name)
+and has no field for a quote or a verdict, and each is shown as one more source beside the
+``source-url`` parts. ``text-end`` carries ``citations`` only in the SDK's version 7; versions
+5 and 6 refuse a ``text-end`` with any field they do not know, while every version since 5
+takes data parts.
 """
 
 from __future__ import annotations
@@ -29,7 +38,14 @@ from app._chat_protocols import UnreadableBodyError, data_frame, read_json, spli
 from app._deps import PipelineDep, SettingsDep
 from app._errors import error_response
 from app._links import reference_link
-from callbacks.events import DoneEvent, ErrorEvent, Reference, ReferenceEvent, TokenEvent
+from callbacks.events import (
+    DoneEvent,
+    ErrorEvent,
+    EvidenceData,
+    Reference,
+    ReferenceEvent,
+    TokenEvent,
+)
 from pipelines.pipeline import AnswerPipeline
 from pipelines.retrieval.refusal_rules import question_too_long
 
@@ -74,6 +90,16 @@ def _source(reference: Reference) -> dict[str, Any]:
         "sourceId": f"reference-{reference.n}",
         "url": reference_link(reference),
         "title": reference.display_name,
+    }
+
+
+def _evidence(number: int, item: EvidenceData) -> dict[str, Any]:
+    # The id names the part, so a client keeps each (an SDK part with a repeated id replaces
+    # the one before).
+    return {
+        "type": "data-evidence",
+        "id": f"evidence-{number}",
+        "data": item.model_dump(mode="json"),
     }
 
 
@@ -171,6 +197,8 @@ async def _stream(
                     yield data_frame({"type": "text-delta", "id": _TEXT_ID, "delta": done.text})
                 if text_open:
                     yield data_frame({"type": "text-end", "id": _TEXT_ID})
+                for number, item in enumerate(done.evidence, start=1):
+                    yield data_frame(_evidence(number, item))
                 metadata = {
                     "request_id": request_id,
                     "state": done.state,

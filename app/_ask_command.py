@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from app._evidence_lines import evidence_lines, no_evidence_line
 from app._ingest_commands import collection_list
 from app._links import reference_link
 from callbacks.events import DoneData, DoneEvent, Event, TokenEvent, to_jsonl
@@ -37,6 +38,14 @@ def add_ask_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help='earlier turns of the conversation, as JSON: [{"role": "user" or "assistant", '
         '"content": "..."}, ...]',
+    )
+    parser.add_argument(
+        "--evidence",
+        dest="show_evidence",
+        action="store_true",
+        help="under each source, print the quotes from it that back the answer's sentences; a "
+        "citation the evidence check found unsupported is marked 'unsupported:', with the "
+        "sentence it was cited for (--json and --events always carry the evidence)",
     )
 
 
@@ -123,8 +132,9 @@ def print_answer(
     ``done`` data."""
     from pipelines.pipeline import answer_result
 
-    # chat has neither option: it always prints the answer as text.
+    # chat has none of these options: it always prints the answer as text.
     as_json, as_events = getattr(args, "json", False), getattr(args, "events", False)
+    show_evidence = getattr(args, "show_evidence", False)
     streamed: list[str] = []
     events: list[Event] = []
     answer = pipeline.stream(
@@ -161,6 +171,11 @@ def print_answer(
             print("\nSources:")
             for reference in data.references:
                 print(f"[{reference.n}] {reference.display_name} <{reference_link(reference)}>")
+                if show_evidence:
+                    for line in evidence_lines(data.text, data.evidence, reference.n):
+                        print(line)
+            if show_evidence and not data.evidence:
+                print(no_evidence_line(pipeline.settings.evidence))
     if data.state == "failed":
         message = result.get("error", {}).get("message") or "the answer failed"
         print(f"reactome-answers: error: {message}", file=sys.stderr)

@@ -313,6 +313,11 @@ def _stats_of_many(args: argparse.Namespace, settings: Settings) -> int:
     for n, group in summary["by_citations"].items():
         p = group["first_token_ms"]
         print(f"  {n} references: {group['answers']} answers, first token p50 {p['p50']} ms")
+    evidence = summary["evidence"]
+    print(
+        f"citations judged unsupported: {evidence['unsupported']} of {evidence['items']} "
+        f"({evidence['answers_with_unsupported']} answers)"
+    )
     if summary["refusals"]:
         print("refusals: " + ", ".join(f"{k} {v}" for k, v in summary["refusals"].items()))
     print(f"feedback: {summary['feedback']['up']} up, {summary['feedback']['down']} down")

@@ -6,11 +6,16 @@
   the history; ``stream`` gives ``chat.completion.chunk`` frames whose ``delta.content`` is the
   answer with its markers already final (live citations), then a chunk with ``finish_reason``,
   our ``references`` and their links as ``citations`` (in final order, as Perplexity's API
-  gives them), a usage chunk when ``stream_options.include_usage`` asks, and ``[DONE]``.
+  gives them) and the ``evidence``, a usage chunk when ``stream_options.include_usage`` asks,
+  and ``[DONE]``.
   Unless ``openai_sources`` is off, the content ends with a short Markdown list of the sources,
   so that a client that renders text only still shows them. A Sources list the model wrote at
   the end of its own text is removed first (:mod:`app._sources_text`): its links are the
   model's, not references, and above ours it would look like the real list.
+
+Each supported citation is an OpenAI ``url_citation`` annotation over the sentence that makes it
+(``message.annotations``; streamed, the ``delta`` of the chunk with ``finish_reason``), and
+``evidence`` lists every judged citation, unsupported ones too (:mod:`app._openai_annotations`).
 
 Errors have OpenAI's shape, ``{"error": {"message", "type", "code"}}``; a refused question or
 one nothing was found for is an ordinary completion whose content says so.
@@ -34,6 +39,7 @@ from app._deps import PipelineDep, ServerSettingsDep, SettingsDep
 from app._disconnect import CLIENT_LEFT_STATUS, events_unless_client_leaves
 from app._errors import http_status_for, openai_error_body, openai_error_response
 from app._links import reference_link, sources_markdown
+from app._openai_annotations import evidence_json, url_citations
 from app._server_settings import ServerSettings
 from app._sources_text import ModelSources, without_model_sources, without_our_sources
 from callbacks.events import DoneEvent, ErrorEvent, Event, Reference, TokenEvent
@@ -208,11 +214,14 @@ async def chat_completions(
 router.include_router(_answering)
 
 
-def _completion_fields(done: DoneEvent) -> dict[str, Any]:
+def _completion_fields(done: DoneEvent, content: str) -> dict[str, Any]:
+    """Our fields beside OpenAI's: the references, their links, and the evidence for the
+    ``content`` the client assembled."""
     references = done.data.references
     return {
         "references": _references_json(references),
         "citations": [reference_link(reference) for reference in references],
+        "evidence": evidence_json(done.data, content),
     }
 
 
@@ -224,7 +233,12 @@ def _completion(server: ServerSettings, events: list[Event], completion_id: str)
         status = http_status_for(failure.data.code)
         return openai_error_response(status, failure.data.message, failure.data.code)
     tail = sources_markdown(done.data.references) if server.openai_sources else ""
-    text = without_model_sources(done.data.text)
+    content = without_model_sources(done.data.text) + tail
+    message = {
+        "role": "assistant",
+        "content": content,
+        "annotations": url_citations(done.data, content),
+    }
     return {
         "id": completion_id,
         "object": "chat.completion",
@@ -233,12 +247,12 @@ def _completion(server: ServerSettings, events: list[Event], completion_id: str)
         "choices": [
             {
                 "index": 0,
-                "message": {"role": "assistant", "content": text + tail},
+                "message": message,
                 "finish_reason": "stop",
             }
         ],
         "usage": _usage(done),
-        **_completion_fields(done),
+        **_completion_fields(done, content),
     }
 
 
@@ -268,6 +282,8 @@ async def _stream(
     events = pipeline.events(question, options, request_id=request_id)
     # Holds back what may be the start of a Sources list of the model's own, to remove it.
     model_sources = ModelSources()
+    # The content as the client assembles it: the annotations' offsets point into it.
+    sent: list[str] = []
     try:
         yield chunk({"role": "assistant", "content": ""})
         streamed = False
@@ -277,6 +293,7 @@ async def _stream(
                 streamed = True
                 released = model_sources.feed(event.data.text)
                 if released:
+                    sent.append(released)
                     yield chunk({"content": released})
             elif isinstance(event, ErrorEvent):
                 failed = True
@@ -293,8 +310,13 @@ async def _stream(
                 if server.openai_sources:
                     text += sources_markdown(event.data.references)
                 if text:
+                    sent.append(text)
                     yield chunk({"content": text})
-                yield chunk({}, "stop", **_completion_fields(event))
+                content = "".join(sent)
+                annotations = url_citations(event.data, content)
+                yield chunk(
+                    {"annotations": annotations}, "stop", **_completion_fields(event, content)
+                )
                 if include_usage:
                     yield data_frame(
                         {

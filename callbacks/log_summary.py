@@ -58,6 +58,11 @@ def log_stats(contents: LogContents) -> dict[str, Any]:
         "references_streamed": sum(isinstance(e, ReferenceEvent) for e in events),
         "held_back_chars": done.data.timings.held_back_chars if done else None,
         "held_back_ms": done.data.timings.held_back_ms if done else None,
+        # The judge's rulings on the answer's citations (docs/contract.md, evidence).
+        "evidence_items": len(done.data.evidence) if done else 0,
+        "evidence_unsupported": sum(not item.supported for item in done.data.evidence)
+        if done
+        else 0,
     }
 
 
@@ -133,6 +138,13 @@ def summarize(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         "references_per_answer": _counts(
             row["citations_final"] for row in by_state.get("answered", [])
         ),
+        "evidence": {
+            "items": sum(int(row.get("evidence_items") or 0) for row in readable),
+            "unsupported": sum(int(row.get("evidence_unsupported") or 0) for row in readable),
+            "answers_with_unsupported": sum(
+                bool(row.get("evidence_unsupported")) for row in readable
+            ),
+        },
         "held_back": {
             "answers": len(live),
             "chars": percentiles(float(row["held_back_chars"] or 0) for row in live),

@@ -1,6 +1,7 @@
 """``/api/chat`` read by the Vercel AI SDK itself (the ``ai`` package from the npm registry,
 installed into tests/ai_sdk by ``make install-ai-sdk``): the message its reader assembles must
-hold ``done.text`` as its text and ``done.references`` as its source parts, in order."""
+hold ``done.text`` as its text, ``done.references`` as its source parts, in order, and
+``done.evidence`` as its ``data-evidence`` parts."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import pytest
 
 from app._links import reference_link
 from callbacks.events import Reference
+from tests.support.fake_openai import fake_chat
 from tests.support.servers import Served, serve_command
 
 pytestmark = pytest.mark.slow  # a `serve` subprocess read by the AI SDK in Node.js
@@ -76,6 +78,7 @@ def test_the_sdk_reads_our_answer_with_its_sources_in_order(served: Served) -> N
     assert message["text"] == answer["text"]
     assert message["sources"] == sources_of(answer)
     assert message["metadata"]["references"] == answer["references"]
+    assert evidence_of(message) == answer["evidence"]
     chunks = message["chunks"]
     types = [chunk["type"] for chunk in chunks]
     assert types[0] == "start"
@@ -90,6 +93,46 @@ def test_the_sdk_reads_our_answer_with_its_sources_in_order(served: Served) -> N
             assert marker in so_far + "".join(c.get("delta", "") for c in chunks[position:])
     assert types.index("source-url") < max(i for i, t in enumerate(types) if t == "text-delta")
     assert types.count("text-delta") > 3  # streamed, not sent whole
+
+
+def evidence_of(message: dict[str, Any]) -> list[dict[str, Any]]:
+    """The data of the message's ``data-evidence`` parts, in order, each checked to point at a
+    sentence of the message's text that cites its reference."""
+    parts = [part for part in message["data"] if part["type"] == "data-evidence"]
+    items = [part["data"] for part in parts]
+    for item in items:
+        start, end = item["sentence"]
+        assert f"[{item['n']}]" in message["text"][start:end], item
+    return items
+
+
+def test_each_citation_arrives_as_an_evidence_part_with_its_quote_and_verdict(
+    sample_home: Path,
+) -> None:
+    question = "What causes Tangier disease?"
+    with fake_chat("miscite") as fake:
+        env = {
+            "OPENAI_BASE_URL": fake.url,
+            "OPENAI_API_KEY": "sk-test",
+            "REACTOME_ANSWERS_LLM": "openai:fake-model",
+        }
+        with serve_command(sample_home, env=env) as served:
+            answer = native(served.base, question)
+            message = read_with_the_sdk(served.base, [("user", question)])
+    assert message["errors"] == []
+    assert message["text"] == answer["text"]
+    items = evidence_of(message)
+    assert items == answer["evidence"]
+    # The fake cites some sentences with the wrong source: both verdicts reach the client.
+    assert {item["supported"] for item in items} == {True, False}
+    for item in items:
+        assert set(item) >= {"n", "sentence", "quote", "supported"}
+        assert item["quote"]
+    # The parts come after the text and before the finish.
+    types = [chunk["type"] for chunk in message["chunks"]]
+    first = types.index("data-evidence")
+    assert types[first - 1] == "text-end"
+    assert types[first + len(items)] == "finish"
 
 
 def test_a_follow_up_is_answered_with_the_conversation(served: Served) -> None:

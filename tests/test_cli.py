@@ -7,11 +7,14 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import jsonschema
 import pytest
 
 from callbacks.events import event_json_schema
+from tests.support.cli import cli
+from tests.support.fake_openai import fake_chat
 
 pytestmark = pytest.mark.slow  # the installed command in a subprocess, per test
 
@@ -127,3 +130,69 @@ def test_a_history_file_json_cannot_hold_is_a_one_line_error(tmp_path: Path) -> 
         assert line.startswith(f"reactome-answers: error: --history {path}: "), line
         assert says in line
         assert result.stdout == ""
+
+
+QUESTION = "What causes Tangier disease?"
+
+
+def sources_section(stdout: str) -> dict[int, list[str]]:
+    """The lines under each ``[n]`` entry of the printed Sources list."""
+    entries: dict[int, list[str]] = {}
+    current: list[str] = []
+    for line in stdout.split("\nSources:\n", 1)[1].splitlines():
+        if line.startswith("["):
+            current = entries.setdefault(int(line[1 : line.index("]")]), [])
+        elif line.startswith("    "):
+            current.append(line)
+    return entries
+
+
+def expected_lines(result: dict[str, Any]) -> dict[int, list[str]]:
+    """What ``--evidence`` should print under each reference of the ``--json`` result."""
+    lines: dict[int, list[str]] = {reference["n"]: [] for reference in result["references"]}
+    for item in result["evidence"]:
+        quote = f'"{" ".join(item["quote"].split())}"'
+        if not item["supported"]:
+            start, end = item["sentence"]
+            sentence = " ".join(result["text"][start:end].split())
+            lines[item["n"]] += [f"    unsupported: {quote}", f'      does not back: "{sentence}"']
+        elif f"    {quote}" not in lines[item["n"]]:
+            lines[item["n"]].append(f"    {quote}")
+    return lines
+
+
+def test_help_explains_evidence() -> None:
+    shown = " ".join(run("ask", "--help").stdout.split())
+    assert "--evidence" in shown
+    assert "quotes" in shown
+    assert "'unsupported:'" in shown
+
+
+def test_ask_evidence_prints_the_quotes_under_each_source(sample_home: Path) -> None:
+    result = json.loads(cli(sample_home, "ask", "--json", QUESTION).stdout)
+    assert result["evidence"], "the --json result carries the evidence already"
+    printed = cli(sample_home, "ask", "--evidence", QUESTION)
+    assert printed.returncode == 0, printed.stderr
+    shown = sources_section(printed.stdout)
+    assert shown == expected_lines(result)
+    assert all(shown.values()), "every source backs a sentence of the extractive answer"
+    assert "unsupported:" not in printed.stdout
+    # Without the option, the Sources list is as it was.
+    assert not any(sources_section(cli(sample_home, "ask", QUESTION).stdout).values())
+
+    unchecked = cli(
+        sample_home, "ask", "--evidence", QUESTION, env={"REACTOME_ANSWERS_EVIDENCE": "off"}
+    )
+    assert not any(sources_section(unchecked.stdout).values())
+    assert "the evidence check is off" in unchecked.stdout
+
+
+def test_ask_evidence_marks_a_citation_its_source_does_not_back(sample_home: Path) -> None:
+    with fake_chat("miscite") as fake:
+        env = {"OPENAI_BASE_URL": fake.url, "OPENAI_API_KEY": "sk-test"}
+        model = ("--llm", "openai:fake-model")
+        result = json.loads(cli(sample_home, "ask", *model, "--json", QUESTION, env=env).stdout)
+        printed = cli(sample_home, "ask", *model, "--evidence", QUESTION, env=env)
+    assert printed.returncode == 0, printed.stderr
+    assert {item["supported"] for item in result["evidence"]} == {True, False}
+    assert sources_section(printed.stdout) == expected_lines(result)

@@ -161,3 +161,28 @@ def test_a_plot_needs_a_png_name_and_many_logs(
     plot = str(tmp_path / "one.png")
     assert cli_main(["--home", str(recorded), "logs", "stats", "req-1", "--plot", plot]) == 1
     assert "are for many logs" in capsys.readouterr().err
+
+
+def test_evidence_counts_the_unsupported_citations_and_their_answers() -> None:
+    rows = [
+        row(evidence_items=3, evidence_unsupported=1),
+        row(evidence_items=2, evidence_unsupported=0),
+        row(evidence_items=4, evidence_unsupported=2),
+        row("refused"),
+    ]
+    assert summarize(rows)["evidence"] == {
+        "items": 9,
+        "unsupported": 3,
+        "answers_with_unsupported": 2,
+    }
+
+
+def test_logs_stats_counts_the_recorded_evidence(
+    recorded: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # "CDK5 [2] first, ABCA1 [1]." is one sentence citing two sources: two items an answer.
+    evidence = stats(recorded, capsys)["evidence"]
+    assert evidence["items"] == 4
+    assert cli_main(["--home", str(recorded), "logs", "stats"]) == 0
+    out = capsys.readouterr().out
+    assert f"citations judged unsupported: {evidence['unsupported']} of 4" in out

@@ -276,3 +276,86 @@ def test_a_sources_list_the_model_wrote_itself_gives_way_to_ours(sample_home: Pa
         assert content == f"About {QUESTION}: see [1][2]." + sources_markdown(references)
         assert FORGED_SITE not in content
         assert content.count("Sources:") == 1
+
+
+def cited_spans(
+    content: str, annotations: list[Any], answer: dict[str, Any]
+) -> set[tuple[int, str]]:
+    """Each annotation as (the number of the reference its url is, the content it spans),
+    checked to be OpenAI's url_citation with our title over text that cites that reference."""
+    references = [Reference.model_validate(r) for r in answer["references"]]
+    by_link = {reference_link(reference): reference for reference in references}
+    spans = set()
+    for annotation in annotations:
+        assert annotation.type == "url_citation"
+        cited = annotation.url_citation
+        reference = by_link[cited.url]
+        assert cited.title == reference.display_name
+        sentence = content[cited.start_index : cited.end_index]
+        assert f"[{reference.n}]" in sentence, (sentence, reference.n)
+        spans.add((reference.n, sentence))
+    return spans
+
+
+def judged_spans(answer: dict[str, Any], *, supported: bool) -> set[tuple[int, str]]:
+    """The native answer's evidence as (reference number, sentence), supported or not."""
+    text = answer["text"]
+    return {
+        (item["n"], text[item["sentence"][0] : item["sentence"][1]])
+        for item in answer["evidence"]
+        if item["supported"] is supported
+    }
+
+
+def test_each_supported_citation_is_an_annotation_over_its_sentence(
+    client: openai.OpenAI, served: Served
+) -> None:
+    answer = native(served, QUESTION)
+    expected = judged_spans(answer, supported=True)
+    assert len(expected) >= 2, "the extractive answer cites sentences its sources hold"
+    messages: Any = [{"role": "user", "content": QUESTION}]
+
+    completion = client.chat.completions.create(model="reactome-answers", messages=messages)
+    message = completion.choices[0].message
+    assert message.content == expected_content(answer)
+    assert cited_spans(message.content, message.annotations or [], answer) == expected
+    assert (completion.model_extra or {})["evidence"] == answer["evidence"]
+
+    # Streamed: the client's own accumulator assembles the content and takes the annotations
+    # from the delta of the last chunk, the only one that carries them.
+    with client.chat.completions.stream(model="reactome-answers", messages=messages) as stream:
+        final = stream.get_final_completion()
+    streamed = final.choices[0].message
+    assert streamed.content == expected_content(answer)
+    assert cited_spans(streamed.content, streamed.annotations or [], answer) == expected
+    chunks = list(
+        client.chat.completions.create(model="reactome-answers", messages=messages, stream=True)
+    )
+    carrying = [c for c in chunks if "annotations" in (c.choices[0].delta.model_extra or {})]
+    assert [c.choices[0].finish_reason for c in carrying] == ["stop"]
+
+
+def test_a_miscited_sentence_is_in_the_evidence_but_not_an_annotation(sample_home: Path) -> None:
+    with fake_chat("miscite") as fake:
+        env = {
+            "OPENAI_BASE_URL": fake.url,
+            "OPENAI_API_KEY": "sk-test",
+            "REACTOME_ANSWERS_LLM": "openai:fake-model",
+        }
+        with serve_command(sample_home, env=env) as served:
+            client = openai.OpenAI(base_url=f"{served.base}/v1", api_key="unused", max_retries=0)
+            messages: Any = [{"role": "user", "content": QUESTION}]
+            answer = native(served, QUESTION)
+            completion = client.chat.completions.create(model="reactome-answers", messages=messages)
+            with client.chat.completions.stream(
+                model="reactome-answers", messages=messages
+            ) as stream:
+                final = stream.get_final_completion()
+    supported = judged_spans(answer, supported=True)
+    assert supported
+    assert judged_spans(answer, supported=False), "the fake cites sentences with the wrong source"
+    for message in (completion.choices[0].message, final.choices[0].message):
+        assert message.content == expected_content(answer)
+        assert cited_spans(message.content, message.annotations or [], answer) == supported
+    # The unsupported ones are in our own field, as the native answer has them.
+    assert (completion.model_extra or {})["evidence"] == answer["evidence"]

@@ -72,6 +72,16 @@ def test_a_langgraph_node_shows_our_events_in_order(pipeline: AnswerPipeline) ->
     assert output["text"] == done["data"]["text"]
     assert output["references"] == done["data"]["references"]
     assert output["request_id"] == done["request_id"]
+    # The evidence for each citation, in the done event and in the output alike.
+    evidence = done["data"]["evidence"]
+    assert evidence
+    assert {item["n"] for item in evidence} == {r["n"] for r in output["references"]}
+    for item in evidence:
+        start, end = item["sentence"]
+        assert f"[{item['n']}]" in done["data"]["text"][start:end]
+        assert item["quote"]
+        assert item["supported"] is True  # the extractive answer quotes its sources
+    assert output["evidence"] == evidence
 
 
 def test_in_an_lcel_chain_sync_and_async_give_the_finalized_answer(
@@ -85,8 +95,9 @@ def test_in_an_lcel_chain_sync_and_async_give_the_finalized_answer(
     assert result["state"] == "answered"
     assert result["references"]
     again = asyncio.run(chain.ainvoke(QUESTION))
-    for key in ("state", "text", "references"):
+    for key in ("state", "text", "references", "evidence"):
         assert again[key] == result[key]
+    assert result["evidence"]
     assert again["request_id"] != result["request_id"]
     direct = pipeline.invoke(QUESTION)
     assert result["text"] == direct["text"]

@@ -23,6 +23,7 @@ from app._web import WEB_DIR
 from app.server import create_app
 from callbacks.events import (
     CitationEvent,
+    DoneData,
     DoneEvent,
     Event,
     Reference,
@@ -31,10 +32,12 @@ from callbacks.events import (
 )
 from pipelines.core.settings import load_settings
 from pipelines.pipeline import AnswerPipeline
+from tests.support.fake_openai import fake_chat
 from tests.support.fake_pipeline import ABCA1, CDK5, make_pipeline
 from tests.support.fakes import ScriptedStream
 from tests.support.forged import FORGED_QUESTION, build_forged_home
 from tests.support.invariants import check_stream
+from tests.support.marker_evidence import owned_evidence
 from tests.support.servers import serve, serve_command
 
 pytestmark = pytest.mark.slow  # Chromium driven by Playwright, over real servers
@@ -620,3 +623,154 @@ def test_a_server_with_keys_gets_one_from_the_page_and_it_is_kept_for_the_tab(
         other.context.close()
     # The 401s the page met show up as failed loads in the console, and nothing else.
     assert all("401" in problem for problem in page.problems), page.problems
+
+
+# --- the quote behind each marker ---------------------------------------------------------------
+
+EVIDENCE_QUESTION = "What causes Tangier disease, and what does ABCA1 do?"
+NOT_SUPPORTED = "Not supported by this source"
+# What the popover shows, or None while it is hidden; "open" counts the popovers showing.
+READ_POPOVER = """() => {
+  const open = [...document.querySelectorAll('.evidence-popover')].filter((p) => !p.hidden);
+  const box = document.getElementById('evidence-popover');
+  if (box.hidden) return null;
+  const link = box.querySelector('.evidence-source a');
+  const note = box.querySelector('.evidence-note');
+  return {
+    quote: box.querySelector('.evidence-quote').textContent,
+    note: note && note.textContent,
+    href: link && link.href,
+    open: open.length,
+  };
+}"""
+
+
+def popover(page: Any) -> dict[str, Any] | None:
+    shown: dict[str, Any] | None = page.evaluate(READ_POPOVER)
+    return shown
+
+
+def shows(item: dict[str, Any], references: list[Reference]) -> dict[str, Any]:
+    """What the popover must show for the evidence ``item``."""
+    return {
+        "quote": item["quote"],
+        "note": None if item["supported"] else NOT_SUPPORTED,
+        "href": href(references[item["n"] - 1]),
+        "open": 1,
+    }
+
+
+def backed_markers(done: DoneData) -> list[tuple[str, dict[str, Any]]]:
+    """The markers of ``done.text`` that have an evidence item, in reading order."""
+    return [(digits, item) for digits, item in owned_evidence(done) if item is not None]
+
+
+def tab_to_marker(page: Any) -> None:
+    """Tab from the question box until a marker of the answer has the focus."""
+    page.focus("#question")
+    for _ in range(20):
+        page.keyboard.press("Tab")
+        if page.evaluate("document.activeElement.matches('#answer .cite')"):
+            return
+    pytest.fail("no marker of the answer is reachable with Tab")
+
+
+@pytest.mark.parametrize("live", [True, False], ids=["live", "not-live"])
+def test_a_marker_shows_its_quote_and_source_on_hover_focus_and_enter(
+    page: Any, served: str, live: bool
+) -> None:
+    events = sse_events(served, {"question": EVIDENCE_QUESTION, "live_citations": live})
+    done = check_stream(events).data
+    backed = backed_markers(done)
+    assert len(backed) >= 2, "the extractive answer cites at least two sentences"
+    if not live:
+        as_to_a_server_without_live_citations(page)
+
+    assert ask(page, served, EVIDENCE_QUESTION) == "answered"
+
+    assert page.text_content("#answer") == done.text
+    markers = page.locator("#answer .cite[data-quote]")
+    assert markers.evaluate_all("ms => ms.map(m => m.dataset.quote)") == [
+        item["quote"] for _, item in backed
+    ]
+    assert popover(page) is None
+    # Hover: the quote of that marker's own sentence and the link the Sources list has.
+    markers.nth(1).hover()
+    assert popover(page) == shows(backed[1][1], done.references)
+    assert markers.nth(1).get_attribute("aria-describedby") == "evidence-popover"
+    page.mouse.move(0, 0)
+    page.wait_for_selector("#evidence-popover", state="hidden")  # once the grace time passed
+    # Keyboard: the first marker is a Tab stop; focus shows its quote, Escape hides it, Enter
+    # shows it again without leaving the page, and the next marker's replaces it.
+    tab_to_marker(page)
+    assert popover(page) == shows(backed[0][1], done.references)
+    page.keyboard.press("Escape")
+    assert popover(page) is None
+    url = page.url
+    page.keyboard.press("Enter")
+    assert popover(page) == shows(backed[0][1], done.references)
+    assert page.url == url
+    assert len(page.context.pages) == 1
+    page.keyboard.press("Tab")
+    assert page.evaluate("document.activeElement.dataset.quote") == backed[1][1]["quote"]
+    assert popover(page) == shows(backed[1][1], done.references)
+    assert page.problems == []
+
+
+@pytest.mark.parametrize("live", [True, False], ids=["live", "not-live"])
+def test_a_marker_judged_unsupported_looks_different_and_says_so(
+    page: Any, sample_home: Path, live: bool
+) -> None:
+    question = "What causes Tangier disease?"
+    with fake_chat("miscite") as fake:
+        env = {
+            "OPENAI_BASE_URL": fake.url,
+            "OPENAI_API_KEY": "sk-test",
+            "REACTOME_ANSWERS_LLM": "openai:fake-model",
+        }
+        with serve_command(sample_home, "--no-log", env=env) as server:
+            events = sse_events(server.base, {"question": question, "live_citations": live})
+            done = check_stream(events).data
+            backed = backed_markers(done)
+            unsupported = [(d, item) for d, item in backed if not item["supported"]]
+            supported = [(d, item) for d, item in backed if item["supported"]]
+            assert unsupported, "the fake model cites a sentence with the wrong source"
+            assert supported, "and others with their own"
+            if not live:
+                as_to_a_server_without_live_citations(page)
+
+            assert ask(page, server.base, question) == "answered"
+
+            assert page.text_content("#answer") == done.text
+            flagged = page.locator("#answer .cite.unsupported")
+            assert flagged.evaluate_all("ms => ms.map(m => m.dataset.quote)") == [
+                item["quote"] for _, item in unsupported
+            ]
+            # Told apart by more than colour: a wavy underline and a mark after the number.
+            styles = page.locator("#answer .cite[data-quote]").evaluate_all(
+                "ms => ms.map(m => [m.dataset.supported, getComputedStyle(m).textDecorationStyle,"
+                " getComputedStyle(m, '::after').content])"
+            )
+            assert {tuple(s) for s in styles} == {("true", "dotted", "none"),
+                                                  ("false", "wavy", '"?"')}  # fmt: skip
+            # A screen reader hears it in the marker's name.
+            digits = unsupported[0][0]
+            assert flagged.first.get_attribute("aria-label") == (
+                f"{digits}: not supported by this source"
+            )
+            said = page.get_by_role("link", name="not supported by this source")
+            assert said.count() == len(unsupported)
+            flagged.first.hover()
+            assert popover(page) == shows(unsupported[0][1], done.references)
+            assert page.is_visible("#evidence-popover .evidence-note")
+            good = page.locator("#answer .cite[data-supported=true]").first
+            good.hover()
+            assert popover(page) == shows(supported[0][1], done.references)
+
+            # Once the answer is an earlier turn of the conversation, its markers still work.
+            page.fill("#question", "What does ABCA1 do?")
+            page.press("#question", "Enter")
+            wait_settled(page, 1)
+            page.locator("#conversation .turn .cite.unsupported").first.hover()
+            assert popover(page) == shows(unsupported[0][1], done.references)
+            assert page.problems == []

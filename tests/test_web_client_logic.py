@@ -3,7 +3,8 @@
 The client links exactly the markers the finalizer renumbers (``pipelines.citations.finalize``),
 reads any valid SSE byte stream however it is cut into chunks, and shows of an answer what
 the stream means: with live citations, text that only grows and Sources that grow with the
-references; without, the retrieved list until done swaps in the final pair; and it keeps the
+references; without, the retrieved list until done swaps in the final pair; once done, each
+marker carries the evidence item of the sentence the server says owns it; and it keeps the
 history it sends within the limits the server states, or sends it whole when the server does
 not say. All are checked by importing the client's ES modules (``app/web/static/*.js``, all
 but the page's own ``client.js``) in one long-lived Node process, on hypothesis-generated
@@ -33,6 +34,7 @@ from tests.support.citation_tables import FINALIZE_TABLE, STRIP_TABLE
 from tests.support.fake_pipeline import ABCA1, CDK5, VARIANT, FakeRetriever
 from tests.support.fakes import ScriptedStream
 from tests.support.invariants import check_stream
+from tests.support.marker_evidence import owned_evidence as marker_items
 from tests.support.markup import ANY_MARKUP, MARKDOWN_PIECES
 
 CLIENT_DIR = Path(__file__).parents[1] / "app" / "web" / "static"
@@ -45,6 +47,7 @@ import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 const load = (file) => import(pathToFileURL(join(process.env.CLIENT_DIR, file)).href);
 const { AnswerState, sourceHref, textPieces } = await load("answer.js");
+const { codePointOffsets } = await load("evidence.js");
 const { findMarkers } = await load("markers.js");
 const { readEvents } = await load("sse.js");
 const { fetchLimits, history } = await load("limits.js");
@@ -75,6 +78,19 @@ async function handle(request) {
       steps.push(view(answer));
     }
     return { steps };
+  }
+  if (request.op === "evidence") {
+    // Each marker of the finished answer with the evidence item the page attaches to it.
+    const answer = new AnswerState();
+    for (const event of request.events) answer.apply(event);
+    const markers = textPieces(answer.text, answer.sources, answer.evidence)
+      .filter((piece) => "cite" in piece)
+      .map((piece) => [piece.cite, piece.evidence]);
+    return { markers };
+  }
+  if (request.op === "points") {
+    const toPoint = codePointOffsets(request.text);
+    return { points: request.offsets.map(toPoint) };
   }
   if (request.op === "markers") {
     const { code, groups } = findMarkers(request.text);
@@ -490,3 +506,75 @@ def test_a_live_answer_looks_right_however_it_is_written_and_split(
 ) -> None:
     events = streams.events(tokens, live=True)
     check_live(events, on_the_page(node, events))
+
+
+# --- The quote behind each marker -------------------------------------------------------------
+
+
+def marker_evidence(node: _Node, events: list[Event]) -> list[list[Any]]:
+    """Each marker the page shows after ``events``, as [digits, the evidence item attached]."""
+    wire = [json.loads(to_jsonl(event)) for event in events]
+    markers: list[list[Any]] = node.ask({"op": "evidence", "events": wire})["markers"]
+    return markers
+
+
+def owned_evidence(events: list[Event]) -> list[list[Any]]:
+    done = events[-1]
+    assert isinstance(done, DoneEvent)
+    return [[digits, item] for digits, item in marker_items(done.data)]
+
+
+@pytest.mark.parametrize("live", [True, False])
+def test_each_marker_carries_the_evidence_of_its_own_sentence_once_done(
+    node: _Node, streams: _Streams, live: bool
+) -> None:
+    # [1] (CDK5) is cited by two sentences: each of its markers gets its own sentence's item.
+    tokens = ["CDK5 is kept active by p25 [2", "]. ABCA1 exports cholesterol [1][7]",
+              ", see [2]", "."]  # fmt: skip
+    events = streams.events(tokens, live=live)
+    done = events[-1]
+    assert isinstance(done, DoneEvent)
+    assert (
+        done.data.text == "CDK5 is kept active by p25 [1]. ABCA1 exports cholesterol [2], see [1]."
+    )
+    first, second = (tuple(item.sentence) for item in done.data.evidence if item.n == 1)
+    assert first != second
+
+    markers = marker_evidence(node, events)
+
+    assert [digits for digits, _ in markers] == ["1", "2", "1"]
+    assert [tuple(item["sentence"]) for _, item in markers] == [first, second, second]
+    assert markers == owned_evidence(events)
+    assert all(any(item["quote"] in d.page_content for d in DOCUMENTS) for _, item in markers)
+    # While the answer streams, no marker has a quote yet.
+    assert all(item is None for _, item in marker_evidence(node, events[:-1]))
+
+
+_EVIDENCE_TOKENS = st.sampled_from(
+    [" ABCA1 exports cholesterol", " CDK5 is kept active", ".", " ", "\n\n", "[1]", "[2]",
+     "[3]", "[9]", "[3, 1]", "[1-3]", "[", "]", "`", "(x)", " \U0001f9ec", " \u00e9t\u00e9",
+     " \U0001d6fc-helix", " e.g.", "?"]
+)  # fmt: skip
+
+
+@given(
+    st.lists(st.lists(_EVIDENCE_TOKENS, min_size=1, max_size=4).map("".join), max_size=20),
+    st.booleans(),
+)
+@example(["\U0001f9ec CDK5 is kept active [2]. \U0001f9ec ABCA1 exports [1].", " [3] then"], True)
+@example(["ABCA1 exports cholesterol. [1] CDK5 is kept active [2][3]."], False)
+def test_the_page_attaches_evidence_to_the_markers_the_server_judged(
+    node: _Node, streams: _Streams, tokens: list[str], live: bool
+) -> None:
+    # Characters beyond the Basic Multilingual Plane make the page's offsets (UTF-16) and
+    # the server's (code points) differ after them.
+    events = streams.events(tokens, live=live)
+    assert marker_evidence(node, events) == owned_evidence(events)
+
+
+@given(st.text(max_size=40))
+@example("a\U0001f9ecb\ud800c\udc00\U0001d6fc")
+def test_page_offsets_map_to_the_servers_code_point_offsets(node: _Node, text: str) -> None:
+    units = [len(text[:i].encode("utf-16-le", "surrogatepass")) // 2 for i in range(len(text) + 1)]
+    reply = node.ask({"op": "points", "text": text, "offsets": units})
+    assert reply["points"] == list(range(len(text) + 1))

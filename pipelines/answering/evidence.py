@@ -19,7 +19,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from pipelines.answering.sentences import sentence_spans
+from pipelines.answering.sentences import sentence_spans, without_surrogates
 from pipelines.citations.finalize import drop_citations, marker_clusters
 from pipelines.citations.sources import Source
 
@@ -84,7 +84,8 @@ def _claim_text(text: str, span: tuple[int, int], cuts: Sequence[tuple[int, int]
             pieces.append(text[position:start])
             position = end
     pieces.append(text[position : span[1]])
-    return _SPACE_BEFORE_PUNCTUATION_RE.sub("", " ".join("".join(pieces).split()))
+    claim = _SPACE_BEFORE_PUNCTUATION_RE.sub("", " ".join("".join(pieces).split()))
+    return without_surrogates(claim)  # what a model can embed
 
 
 def cited_sentences(text: str, n_sources: int) -> list[CitedSentence]:

@@ -1,9 +1,9 @@
 """The ``extractive`` answer model: no generative model, just the best retrieved sentences.
 
 It reads the answer prompt back (:func:`pipelines.answering.prompts.read_answer_prompt`),
-splits every source and context block into sentences (:mod:`pipelines.answering.sentences`:
-literature citations removed whole, fragments dropped), and scores each quotable unit against
-the question: the
+takes every source and context block's sentences and quotable units from the sentence bank
+(:mod:`pipelines.answering.passages`: split and embedded at ingest, literature citations
+removed whole, fragments never quoted), and scores each unit against the question: the
 embedding similarity plus the share of the question's rarer words it contains. A sentence
 that leans on the one before it ("This ...", "However, ...") is quoted only together with
 that sentence. The best units are told source by source, the source holding the best unit
@@ -11,27 +11,30 @@ first, each source's sentences in their own order, none twice; each sentence is 
 its source's ``[n]`` (context sentences get no marker). It is a real LangChain chat model: it
 streams word by word through the normal callbacks, so the rest of the pipeline cannot tell it
 from a generative one.
+
+Nothing is split or embedded after retrieval when the bank finds the passages stored and the
+question is the one the retriever embedded (the retriever embeds through the bank's
+:class:`~pipelines.answering.passages.RecentVectors`, which keeps its vectors): the answer is
+a few dot products.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
-import numpy as np
 from langchain_core.embeddings import Embeddings
 from langchain_core.messages import BaseMessage
-from pydantic import ConfigDict
+from pydantic import ConfigDict, PrivateAttr
 
+from pipelines.answering.passages import PassageSentences, SentenceBank
 from pipelines.answering.prompts import read_answer_prompt
-from pipelines.answering.sentences import (
-    is_fragment,
-    points_back,
-    split_paragraphs,
-    split_sentences,
-)
+from pipelines.answering.sentences import split_sentences
+from pipelines.catalog.catalog import Catalog, catalog_for
 from pipelines.core.composed_chat import ComposedChatModel
 from pipelines.retrieval.expander import STOPWORDS, rule_expansion
 
@@ -40,14 +43,11 @@ __all__ = ["NOTHING_RELEVANT", "ExtractiveChatModel", "split_sentences"]
 NOTHING_RELEVANT = "The retrieved material does not answer this question."
 
 _WORD_RE = re.compile(r"[a-z0-9]+")
-# A sentence quoted with its antecedents: at most this many sentences in all.
-_MAX_UNIT = 3
 
 
-def _answerlike(sentence: str) -> bool:
-    # Field lists ("Disease: Tangier disease.") and headings are not sentences to quote.
-    words = sentence.split()
-    return len(words) >= 6 and not re.match(r"^[\w ,()\[\]'-]{1,60}: \S", sentence[:65])
+@functools.cache
+def _any_catalog() -> Catalog:
+    return catalog_for()
 
 
 def _with_marker(sentence: str, n: int | None) -> str:
@@ -65,33 +65,19 @@ def _key(sentence: str) -> str:
 
 @dataclass(frozen=True)
 class _Unit:
-    """A sentence worth quoting, with the sentences before it that it leans on."""
+    """A sentence worth quoting, with the sentences before it that it leans on
+    (``pipelines.index.sentences.quotable_units``): positions in its block's sentences."""
 
     block: int
     positions: tuple[int, ...]
     text: str
+    row: int  # its vector: the row of its block's unit_vectors
 
 
-def _units(block: int, paragraphs: Sequence[Sequence[str]]) -> list[_Unit]:
-    """The quotable units of one block, numbered by position in the block's sentences. An
-    antecedent is looked for within the sentence's own paragraph only: across a paragraph
-    break (two chunks of a source are joined by one) the sentence before may be unrelated."""
-    units = []
-    offset = 0
-    for sentences in paragraphs:
-        for position, sentence in enumerate(sentences):
-            if not _answerlike(sentence) or is_fragment(sentence):
-                continue
-            start = position
-            # Walk back to a sentence that stands alone; if none is near, it is unused.
-            while start >= 0 and points_back(sentences[start]) and position - start < _MAX_UNIT:
-                start -= 1
-            if start < 0 or points_back(sentences[start]) or is_fragment(sentences[start]):
-                continue
-            text = " ".join(sentences[start : position + 1])
-            units.append(_Unit(block, tuple(range(offset + start, offset + position + 1)), text))
-        offset += len(sentences)
-    return units
+def _units(block: int, passage: PassageSentences) -> list[_Unit]:
+    return [
+        _Unit(block, unit, passage.unit_text(unit), row) for row, unit in enumerate(passage.units)
+    ]
 
 
 class ExtractiveChatModel(ComposedChatModel):
@@ -114,9 +100,22 @@ class ExtractiveChatModel(ComposedChatModel):
     # mutated ..." for a question about p53 and DNA damage) but lacks the asked-about terms.
     word_weight: float = 0.25
 
+    bank: SentenceBank | None = None
+    # The bank used without one given: over ``embeddings``, made on first use.
+    _own_bank: SentenceBank | None = PrivateAttr(default=None)
+
     @property
     def _llm_type(self) -> str:
         return "reactome-answers-extractive"
+
+    def sentence_bank(self) -> SentenceBank:
+        """Where the blocks' sentences come from: the bank given (the pipeline's, shared with
+        the evidence judge), or one of this model's own over ``embeddings``."""
+        if self.bank is not None:
+            return self.bank
+        if self._own_bank is None:
+            self._own_bank = SentenceBank(self.embeddings)
+        return self._own_bank
 
     def _word_scores(self, question: str, texts: Sequence[str]) -> list[float]:
         """The share of the question's words each text holds, rarer words (among these
@@ -130,27 +129,40 @@ class ExtractiveChatModel(ComposedChatModel):
         total = sum(weights.values()) or 1.0
         return [sum(weights[word] for word in wanted & words) / total for words in held]
 
-    def _scores(self, question: str, texts: list[str]) -> list[float]:
-        words = self._word_scores(question, texts)
-        if self.embeddings is None:
+    def _scores(
+        self,
+        bank: SentenceBank,
+        question: str,
+        units: Sequence[_Unit],
+        passages: Sequence[PassageSentences],
+    ) -> list[float]:
+        words = self._word_scores(question, [unit.text for unit in units])
+        vector = bank.question_vector(question)
+        if vector is None or not vector.size:
             return words
-        vectors = np.array(self.embeddings.embed_documents([question, *texts]))
-        similarity = vectors[1:] @ vectors[0]
-        return [float(s) + self.word_weight * w for s, w in zip(similarity, words, strict=True)]
+        similarity: dict[int, Any] = {}  # block -> its units' similarity to the question
+        for block in dict.fromkeys(unit.block for unit in units):
+            similarity[block] = passages[block].unit_vectors @ vector
+        return [
+            float(similarity[unit.block][unit.row]) + self.word_weight * w
+            for unit, w in zip(units, words, strict=True)
+        ]
 
     def reply(self, messages: list[BaseMessage]) -> str:
         question, blocks, history = read_answer_prompt(messages)
-        # A follow-up ("what does it do?") is scored as its standalone form.
-        question = rule_expansion(question, history).question
-        paragraphs = [split_paragraphs(block.text) for block in blocks]
-        sentences = [[s for paragraph in found for s in paragraph] for found in paragraphs]
-        units = [unit for index, found in enumerate(paragraphs) for unit in _units(index, found)]
+        # A follow-up ("what does it do?") is scored as its standalone form (the catalog
+        # only routes, which this does not use: any will do, and loading one takes a ms).
+        question = rule_expansion(question, history, catalog=_any_catalog()).question
+        bank = self.sentence_bank()
+        passages = bank.many([block.text for block in blocks])
+        sentences = [passage.texts for passage in passages]
+        units = [unit for index, found in enumerate(passages) for unit in _units(index, found)]
         if not units:
             return NOTHING_RELEVANT
         scores = [
             score - self.rank_nudge * unit.block
             for score, unit in zip(
-                self._scores(question, [u.text for u in units]), units, strict=True
+                self._scores(bank, question, units, passages), units, strict=True
             )
         ]
         ranked = sorted(zip(scores, units, strict=True), key=lambda item: -item[0])

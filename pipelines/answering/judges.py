@@ -6,7 +6,9 @@
   share of the answer sentence's rarer words (rarer among this answer's passages) the
   passage sentence holds; the best is the quote, and the claim is supported when its score
   reaches ``threshold``. Names of genes, proteins and diseases are the rare words, so a
-  sentence taken from one source and cited with another on the same topic loses on them.
+  sentence taken from one source and cited with another on the same topic loses on them;
+  and a sentence naming a symbol (UGT1A4, K650E, EPA) the cited passage never names is
+  held unsupported however close the rest of it is.
 - :class:`ModelJudge` asks an OpenAI-compatible chat model whether the passage supports the
   sentence; the quote and score still come from the offline judge, so the two agree on
   what is shown. A model that fails or answers neither yes nor no leaves the offline
@@ -18,20 +20,27 @@ from __future__ import annotations
 import asyncio
 import math
 import re
+from collections import Counter
 from collections.abc import Sequence
-from typing import Protocol
+from functools import lru_cache
+from typing import Any, Protocol
 
 import numpy as np
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import HumanMessage, SystemMessage
 
 from pipelines.answering.evidence import Claim, Verdict
-from pipelines.answering.passages import SentenceBank, embed
+from pipelines.answering.passages import PassageSentences, SentenceBank, embed
+from pipelines.answering.sentences import clean_sentence
 from pipelines.retrieval.expander import STOPWORDS
 
 __all__ = ["EvidenceJudge", "ModelJudge", "OfflineJudge", "judge_key"]
 
-_WORD_RE = re.compile(r"[a-z0-9]+")
+_TOKEN_RE = re.compile(r"[A-Za-z0-9]+")
+# Words run together (ReplacedResidue) are not symbols.
+_CAMEL_RE = re.compile(r"(?:[A-Z][a-z]+){2,}")
+# A claim naming a symbol its passage never names scores at most this.
+_MISSING_NAME_FACTOR = 0.5
 
 
 def judge_key(claim: Claim) -> tuple[str, int]:
@@ -45,68 +54,128 @@ class EvidenceJudge(Protocol):
     async def judge(self, claims: Sequence[Claim]) -> dict[tuple[str, int], Verdict]: ...
 
 
-def _words(text: str) -> set[str]:
-    return {w for w in _WORD_RE.findall(text.lower()) if w not in STOPWORDS and len(w) > 1}
+def _is_name(token: str) -> bool:
+    """A gene, protein, variant or compound symbol as the text writes it: letters with digits
+    (UGT1A4, K650E, CO2), two capitals or more (EPA, HbA, but not words run together such as
+    ReplacedResidue), or a number of two digits or more (a residue's position, an OMIM id)."""
+    digits = sum(c.isdigit() for c in token)
+    if digits:
+        return digits < len(token) or len(token) >= 2
+    return sum(c.isupper() for c in token) >= 2 and not _CAMEL_RE.fullmatch(token)
+
+
+def _normal(token: str) -> str:
+    """One form for a word's cases and its singular and plural ("Receptors" and "receptor",
+    "AChRs" and "AChR")."""
+    if len(token) > 2 and token.endswith("s") and token[-2].isupper():
+        return token[:-1].lower()  # a symbol's plural: GPCRs, RvEs
+    word = token.lower()
+    if len(word) > 3 and word.isalpha():
+        if word.endswith("ies"):
+            return word[:-3] + "y"
+        if word.endswith("s") and not word.endswith(("ss", "us", "is")):
+            return word[:-1]
+    return word
+
+
+@lru_cache(maxsize=16384)
+def _terms(text: str) -> tuple[frozenset[str], frozenset[str]]:
+    """``text``'s content words (:func:`_normal` forms, no stopwords), and those of them
+    written as names (:func:`_is_name`) somewhere in it."""
+    words: set[str] = set()
+    names: set[str] = set()
+    for token in _TOKEN_RE.findall(text):
+        if len(token) < 2 or token.lower() in STOPWORDS:
+            continue
+        word = _normal(token)
+        words.add(word)
+        if _is_name(token):
+            names.add(word)
+    return frozenset(words), frozenset(names)
 
 
 class OfflineJudge:
-    """Embedding similarity plus rare-word coverage; see the module docstring."""
+    """Embedding similarity plus rare-word coverage, names checked; see the module docstring.
+
+    A claim's score against each sentence of the cited passage is ``(1 - word_weight) *
+    similarity + word_weight * share``: the cosine of the two sentences' embeddings (clipped
+    at 0) and the share of the claim's content words the passage sentence holds, each word
+    weighted by its rarity among the sentences of the answer's passages. The best sentence is
+    the quote. A claim that names a symbol (a gene, a variant, a compound: :func:`_is_name`)
+    the cited passage never names has its score halved, which puts it below any threshold
+    above 0.5: that is how a sentence about UGT1A4 is told from its copy about UGT1A1. The
+    claim is supported when its score reaches ``threshold``."""
 
     def __init__(
-        self, bank: SentenceBank, *, threshold: float = 0.6, word_weight: float = 0.5
+        self, bank: SentenceBank, *, threshold: float = 0.58, word_weight: float = 0.5
     ) -> None:
         self.bank = bank
         self.threshold = threshold
-        # score = (1 - word_weight) * similarity + word_weight * rare-word share, in [0, 1]
-        # for unit vectors that point the same way.
         self.word_weight = word_weight
 
     async def judge(self, claims: Sequence[Claim]) -> dict[tuple[str, int], Verdict]:
-        # Off the event loop: the answer sentences are embedded (a few ms each).
+        # Off the event loop: a sentence not copied from a passage is embedded (a few ms).
         return await asyncio.to_thread(self.verdicts, claims)
+
+    def _vectors(
+        self, sentences: Sequence[str], found: Sequence[PassageSentences]
+    ) -> dict[str, Any]:
+        """The claims' vectors: a sentence copied from a passage (an extractive answer's
+        are) has its vector there already; only the others are embedded."""
+        known = {
+            text: passage.vectors[row]
+            for passage in found
+            if passage.vectors.size
+            for row, text in enumerate(passage.texts)
+        }
+        vectors = {sentence: known[sentence] for sentence in sentences if sentence in known}
+        missing = [sentence for sentence in sentences if sentence not in vectors]
+        if missing and self.bank.embeddings is not None:
+            vectors.update(zip(missing, embed(self.bank.embeddings, missing), strict=True))
+        return vectors
 
     def verdicts(self, claims: Sequence[Claim]) -> dict[tuple[str, int], Verdict]:
         if not claims:
             return {}
         passages = list(dict.fromkeys(claim.passage for claim in claims))
         found = dict(zip(passages, self.bank.many(passages), strict=True))
-        sentences = list(dict.fromkeys(claim.sentence for claim in claims))
-        vectors = (
-            dict(zip(sentences, embed(self.bank.embeddings, sentences), strict=True))
-            if self.bank.embeddings is not None
-            else {}
-        )
+        # Scored as the passages' sentences are: literature citations removed.
+        cleaned = {claim.sentence: clean_sentence(claim.sentence) for claim in claims}
+        vectors = self._vectors(list(dict.fromkeys(cleaned.values())), list(found.values()))
         # Rarity among the sentences of this answer's passages: what sets one entity's
         # sentence apart from its neighbours on the same topic.
-        held = [_words(text) for passage in found.values() for text in passage.texts]
-        frequency: dict[str, int] = {}
-        for words in held:
-            for word in words:
-                frequency[word] = frequency.get(word, 0) + 1
-        total = len(held)
+        held = {text: [_terms(sentence)[0] for sentence in found[text].texts] for text in found}
+        named = {text: frozenset[str]().union(*sentences) for text, sentences in held.items()}
+        frequency: Counter[str] = Counter()
+        for sentences in held.values():
+            for sentence_words in sentences:
+                frequency.update(sentence_words)
+        total = sum(len(sentences) for sentences in held.values())
         verdicts = {}
         for claim in claims:
             passage = found[claim.passage]
             if not passage.spans:
                 verdicts[judge_key(claim)] = Verdict((0, len(claim.passage)), 0.0, False)
                 continue
-            wanted = _words(claim.sentence)
-            weights = {w: math.log(1 + (total + 1) / (1 + frequency.get(w, 0))) for w in wanted}
+            sentence = cleaned[claim.sentence]
+            words, names = _terms(sentence)
+            weights = {w: math.log(1 + (total + 1) / (1 + frequency[w])) for w in words}
             weight_sum = sum(weights.values()) or 1.0
-            shares = np.array(
+            scores = np.array(
                 [
-                    sum(weights[w] for w in wanted & _words(text)) / weight_sum
-                    for text in passage.texts
+                    sum(weights[w] for w in words & held_words) / weight_sum
+                    for held_words in held[claim.passage]
                 ]
             )
-            vector = vectors.get(claim.sentence)
-            if vector is None or not passage.vectors.size:
-                scores = shares
-            else:
+            vector = vectors.get(sentence)
+            if vector is not None and passage.vectors.size:
                 similarity = np.clip(passage.vectors @ vector, 0.0, 1.0)
-                scores = (1 - self.word_weight) * similarity + self.word_weight * shares
+                scores = (1 - self.word_weight) * similarity + self.word_weight * scores
             best = int(np.argmax(scores))
-            score = round(float(scores[best]), 4)
+            score = float(scores[best])
+            if names - named[claim.passage]:
+                score *= _MISSING_NAME_FACTOR
+            score = round(score, 4)
             verdicts[judge_key(claim)] = Verdict(
                 passage.spans[best], score, score >= self.threshold
             )

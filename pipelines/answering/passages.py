@@ -1,10 +1,21 @@
-"""The sentences of a retrieved passage with their embeddings, worked out once per passage.
+"""The sentences of a retrieved passage with their embeddings, found rather than worked out.
 
 Both readers of a source's sentences, the extractive model and the evidence judge, need the
-same three things of each passage: where each sentence stands in the passage's own text (a
-quote is copied from there), the sentence as it is scored (literature citations removed), and
-its embedding. :class:`SentenceBank` keeps them per passage text, so a source that comes back
-question after question is split and embedded once per process.
+same things of each passage: where each sentence stands in the passage's own text (a quote
+is copied from there), the sentence as it is scored (literature citations removed), its
+paragraph, the units the extractive model may quote, and the embeddings of sentences and
+units (:class:`~pipelines.index.chunk_sentences.PassageSentences`).
+
+:class:`SentenceBank` finds them, in this order: among the passages it handed out lately;
+in the chunk tables loaded in this process, where ingestion stored each chunk's (a source of
+several chunks is assembled from theirs); and only then works them out, with the very
+function ingestion uses, so a passage reads the same whichever way it was found. ``counts``
+says how often each way served.
+
+:class:`RecentVectors` wraps the embedding model of the bank: it keeps the vectors of the
+texts embedded or found lately, the retriever's among them (it embeds through
+:meth:`RecentVectors.recording`), so the question the retriever embedded, and a quoted
+sentence whose vector the bank found, are not embedded again.
 """
 
 from __future__ import annotations
@@ -12,90 +23,248 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from langchain_core.embeddings import Embeddings
 
-from pipelines.answering.sentences import clean_sentence, sentence_spans
+from pipelines.index.chunk_sentences import (
+    PassageSentences,
+    StoredSentences,
+    embed,
+    join,
+    joinable,
+    loaded_sentences,
+    model_name,
+    pieces_of,
+    text_key,
+    unit_rows,
+    work_out,
+)
 
-__all__ = ["PassageSentences", "SentenceBank", "unit_rows"]
+__all__ = ["PassageSentences", "RecentVectors", "SentenceBank", "embed", "unit_rows"]
 
 _Matrix = np.ndarray[Any, np.dtype[np.float32]]
+# A group of pieces longer than this is no chunk (the splitter's are 1,000 characters at
+# most): the search for a passage's chunks stops there.
+_MAX_CHUNK_CHARS = 4000
 
 
-def unit_rows(vectors: Any) -> _Matrix:
-    """``vectors`` as float32 rows of unit length (a zero row stays zero), so a dot product
-    is the cosine whatever embedding model made them."""
-    matrix = np.asarray(vectors, dtype=np.float32)
-    if matrix.ndim != 2:
-        return matrix.reshape(0, 0)
-    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-    normalized: _Matrix = (matrix / np.where(norms == 0, 1, norms)).astype(np.float32)
-    return normalized
+class RecentVectors(Embeddings):
+    """``embeddings``, keeping the vectors of the ``capacity`` texts used last: asked for a
+    text it holds, it answers without running the model. The vectors are the model's own
+    (float32), so a caller cannot tell the difference but by the time it takes."""
+
+    def __init__(self, embeddings: Embeddings, capacity: int = 4096) -> None:
+        self.embeddings = embeddings
+        self.capacity = capacity
+        self._kept: OrderedDict[str, _Matrix] = OrderedDict()
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+
+    @property
+    def name(self) -> str | None:
+        """The wrapped model's name (:func:`~pipelines.index.chunk_sentences.model_name`)."""
+        return model_name(self.embeddings)
+
+    def remember(self, texts: Sequence[str], vectors: _Matrix) -> None:
+        """Keep ``vectors`` as the vectors of ``texts`` (the model's, found elsewhere)."""
+        if not len(vectors) or vectors.shape[1] == 0:
+            return
+        with self._lock:
+            for text, vector in zip(texts, vectors, strict=True):
+                self._kept[text] = vector
+                self._kept.move_to_end(text)
+            self._trim()
+
+    def _trim(self) -> None:
+        while len(self._kept) > self.capacity:
+            self._kept.popitem(last=False)
+
+    def embed_array(self, texts: Sequence[str]) -> _Matrix:
+        """The vectors of ``texts``, one float32 row each; only the texts not kept are run."""
+        with self._lock:
+            found = [self._kept.get(text) for text in texts]
+            for text, vector in zip(texts, found, strict=True):
+                if vector is not None:
+                    self._kept.move_to_end(text)
+        missing = list(dict.fromkeys(t for t, v in zip(texts, found, strict=True) if v is None))
+        made: dict[str, _Matrix] = {}
+        if missing:
+            as_array = getattr(self.embeddings, "embed_array", None)
+            raw = (
+                as_array(missing)
+                if callable(as_array)
+                else self.embeddings.embed_documents(missing)
+            )
+            made = dict(zip(missing, np.asarray(raw, dtype=np.float32), strict=True))
+            with self._lock:
+                self._kept.update(made)
+                self._trim()
+        with self._lock:
+            self.hits += len(texts) - sum(vector is None for vector in found)
+            self.misses += len(missing)
+        rows = [made[t] if v is None else v for t, v in zip(texts, found, strict=True)]
+        if not rows:
+            return np.zeros((0, 0), dtype=np.float32)
+        return np.stack(rows)
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        vectors: list[list[float]] = self.embed_array(texts).tolist()
+        return vectors
+
+    def embed_query(self, text: str) -> list[float]:
+        # Queries and documents are embedded alike by our models (the retriever embeds its
+        # queries as documents); a model that tells them apart is asked directly.
+        vector: list[float] = self.embeddings.embed_query(text)
+        return vector
+
+    def recording(self) -> Embeddings:
+        """The model as the retriever uses it: every text is embedded as before (a search
+        takes the same time however often it is asked), and kept here for the answer model."""
+        return _Recording(self)
 
 
-@dataclass(frozen=True)
-class PassageSentences:
-    """One passage's sentences: ``spans`` into its text, ``texts`` as scored, one vector each."""
+class _Recording(Embeddings):
+    """See :meth:`RecentVectors.recording`."""
 
-    spans: tuple[tuple[int, int], ...]
-    texts: tuple[str, ...]
-    vectors: _Matrix
+    def __init__(self, recent: RecentVectors) -> None:
+        self.recent = recent
 
+    @property
+    def name(self) -> str | None:
+        return self.recent.name
 
-def embed(embeddings: Embeddings, texts: Sequence[str]) -> _Matrix:
-    """Unit-length vectors of ``texts`` in one call (the packaged model's array form when it
-    has one: no detour through lists of floats)."""
-    if not texts:
-        return np.zeros((0, 0), dtype=np.float32)
-    as_array = getattr(embeddings, "embed_array", None)
-    raw = as_array(list(texts)) if callable(as_array) else embeddings.embed_documents(list(texts))
-    return unit_rows(raw)
+    def embed_array(self, texts: Sequence[str]) -> _Matrix:
+        if not texts:
+            return np.zeros((0, 0), dtype=np.float32)
+        inner = self.recent.embeddings
+        as_array = getattr(inner, "embed_array", None)
+        raw = as_array(list(texts)) if callable(as_array) else inner.embed_documents(list(texts))
+        vectors = np.asarray(raw, dtype=np.float32).reshape(len(texts), -1)
+        self.recent.remember(texts, vectors)
+        return vectors
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        vectors: list[list[float]] = self.embed_array(texts).tolist()
+        return vectors
+
+    def embed_query(self, text: str) -> list[float]:
+        vector: list[float] = self.recent.embeddings.embed_query(text)
+        return vector
 
 
 class SentenceBank:
-    """Passages' sentences and vectors, kept for the ``capacity`` passages used last."""
+    """Passages' sentences and vectors, found stored, or worked out (see the module
+    docstring); the ``capacity`` passages used last are kept in memory."""
 
-    def __init__(self, embeddings: Embeddings | None, capacity: int = 4096) -> None:
+    def __init__(
+        self,
+        embeddings: Embeddings | None,
+        capacity: int = 4096,
+        *,
+        model: str | None = None,
+    ) -> None:
+        """``model`` names the embedding model whose stored vectors may be used (by default
+        ``embeddings``' own name; a model without one finds nothing stored)."""
         self.embeddings = embeddings
         self.capacity = capacity
+        self.model = model if model is not None else model_name(embeddings)
         self._kept: OrderedDict[str, PassageSentences] = OrderedDict()
         self._lock = threading.Lock()
+        # How each passage asked for was served: kept in memory, assembled from the chunk
+        # tables' stored sentences, or worked out here (split and embedded).
+        self.counts = {"kept": 0, "stored": 0, "computed": 0}
 
     def of(self, text: str) -> PassageSentences:
         return self.many([text])[0]
 
     def many(self, texts: Sequence[str]) -> list[PassageSentences]:
-        """Each passage's sentences; those not kept yet are embedded together, in one call."""
+        """Each passage's sentences; those neither kept nor stored are worked out together,
+        their sentences embedded in one call."""
         with self._lock:
             found = {text: self._kept.get(text) for text in texts}
             for text, passage in found.items():
                 if passage is not None:
                     self._kept.move_to_end(text)
+            kept = sum(passage is not None for passage in found.values())
+        stored_count = 0
+        tables = loaded_sentences(self.model)
+        if tables:
+            for text, passage in found.items():
+                if passage is None:
+                    found[text] = _stored(tables, text)
+                    stored_count += found[text] is not None
         missing = [text for text, passage in found.items() if passage is None]
         if missing:
-            split = [sentence_spans(text) for text in missing]
-            cleaned = [
-                tuple(clean_sentence(text[start:end]) for start, end in spans)
-                for text, spans in zip(missing, split, strict=True)
-            ]
-            flat = [sentence for sentences in cleaned for sentence in sentences]
-            vectors = (
-                embed(self.embeddings, flat)
-                if self.embeddings is not None
-                else np.zeros((len(flat), 0), dtype=np.float32)
-            )
-            row = 0
-            with self._lock:
-                for text, spans, sentences in zip(missing, split, cleaned, strict=True):
-                    passage = PassageSentences(
-                        tuple(spans), sentences, vectors[row : row + len(sentences)]
-                    )
-                    row += len(sentences)
-                    found[text] = passage
-                    self._kept[text] = passage
-                while len(self._kept) > self.capacity:
-                    self._kept.popitem(last=False)
+            found.update(zip(missing, work_out(self.embeddings, missing), strict=True))
+        with self._lock:
+            for text in found:
+                if text not in self._kept:
+                    self._kept[text] = found[text]  # type: ignore[assignment]
+            while len(self._kept) > self.capacity:
+                self._kept.popitem(last=False)
+            self.counts["kept"] += kept
+            self.counts["stored"] += stored_count
+            self.counts["computed"] += len(missing)
+        if isinstance(self.embeddings, RecentVectors):
+            # An extractive answer quotes these sentences: the judge finds their vectors.
+            for passage in found.values():
+                if passage is not None:
+                    self.embeddings.remember(passage.texts, passage.vectors)
         return [found[text] for text in texts]  # type: ignore[misc]
+
+    def question_vector(self, question: str) -> _Matrix | None:
+        """The unit-length vector of ``question`` (the retriever's, when it embedded the
+        same text lately), or None without an embedding model."""
+        if self.embeddings is None:
+            return None
+        vectors = embed(self.embeddings, [question])
+        return vectors[0] if len(vectors) else None
+
+
+def _find(tables: Sequence[StoredSentences], text: str) -> PassageSentences | None:
+    key = text_key(text)
+    for table in tables:
+        found = table.find(text, key)
+        if found is not None:
+            return found
+    return None
+
+
+def _stored(tables: Sequence[StoredSentences], text: str) -> PassageSentences | None:
+    """``text``'s sentences from the stored chunks it is made of: one chunk, or several
+    joined by blank lines (found by trying each run of its blank-line pieces, shortest
+    first, as long as a chunk may be)."""
+    whole = _find(tables, text)
+    if whole is not None:
+        return whole
+    pieces = pieces_of(text)
+    if len(pieces) < 2:
+        return None
+    # best[i]: the chunks that make pieces[:i], as (start, end) runs of pieces; found from
+    # the left, each run ending where a chunk is known.
+    best: list[list[tuple[int, int, PassageSentences]] | None] = [None] * (len(pieces) + 1)
+    best[0] = []
+    for start in range(len(pieces)):
+        before = best[start]
+        if before is None:
+            continue
+        length = -2
+        for end in range(start + 1, len(pieces) + 1):
+            length += len(pieces[end - 1]) + 2
+            if length > _MAX_CHUNK_CHARS:
+                break
+            if best[end] is not None:
+                continue
+            found = _find(tables, "\n\n".join(pieces[start:end]))
+            if found is not None:
+                best[end] = [*before, (start, end, found)]
+    runs = best[len(pieces)]
+    if runs is None:
+        return None
+    parts = ["\n\n".join(pieces[start:end]) for start, end, _ in runs]
+    if not joinable(parts):
+        return None
+    return join(parts, [found for _, _, found in runs])

@@ -107,13 +107,14 @@ def _openai(settings: Settings) -> BaseChatModel:
 
 
 def make_models(
-    settings: Settings, embeddings: Embeddings | None = None
+    settings: Settings, embeddings: Embeddings | None = None, bank: SentenceBank | None = None
 ) -> tuple[BaseChatModel, BaseChatModel]:
-    """``(answer model, expander model)`` for the settings' ``llm``."""
+    """``(answer model, expander model)`` for the settings' ``llm``; the extractive model
+    reads its sentences from ``bank`` (the pipeline's, shared with the evidence judge) when
+    given, else from a bank of its own over ``embeddings``."""
     if settings.llm == "extractive":
-        return ExtractiveChatModel(embeddings=embeddings, streaming=True), RuleExpanderModel(
-            collections_path=settings.collections_path
-        )
+        answer = ExtractiveChatModel(embeddings=embeddings, bank=bank, streaming=True)
+        return answer, RuleExpanderModel(collections_path=settings.collections_path)
     model = _llamacpp(settings) if settings.llm.startswith("llamacpp") else _openai(settings)
     return model, model
 

@@ -132,7 +132,7 @@ class Settings(ReactomeSettings):
         description=f"who judges the evidence: {_JUDGE_FORMS}",
     )
     evidence_threshold: float = Field(
-        default=0.6,
+        default=0.58,
         ge=0,
         le=1,
         description="the offline judge's score at which a quote supports its sentence",

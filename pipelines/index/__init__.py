@@ -1,5 +1,6 @@
 """What is stored and how it is searched locally: Chroma collection versions (``store``),
-the chunk tables beside them (``chunk_table``), the keyword index (``keyword_index``), a
+the chunk tables beside them (``chunk_table``) with each chunk's sentences
+(``chunk_sentences``, split by ``sentences``), the keyword index (``keyword_index``), a
 version's local indexes built from the store (``version_index``), the embedding models
 (``embeddings``) and ingestion from release files into all of these (``ingest``).
 """

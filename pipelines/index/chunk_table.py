@@ -11,6 +11,12 @@ whose rows are the keyword index's rows, so reading a hundred is a few slices:
 
 Chroma stays the store of record; this is a read-only copy written once per collection
 version, by the same ingest, before the version is marked complete.
+
+Format 2 (``chunk_table.json`` says ``"format": 2``) may also hold each chunk's sentences,
+split and embedded at ingest (``pipelines.index.chunk_sentences``; ``"sentences"`` in
+``chunk_table.json`` names their embedding model). A table of format 1 (no ``"format"``: from
+before) or without sentences loads all the same; its readers work the sentences out when
+they need them, and the next ingest adds them (:func:`add_sentences`).
 """
 
 from __future__ import annotations
@@ -18,15 +24,27 @@ from __future__ import annotations
 import functools
 import json
 import mmap
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from langchain_core.embeddings import Embeddings
 from threadpoolctl import ThreadpoolController
 
-__all__ = ["ChunkRecord", "ChunkTable", "ChunkTableWriter"]
+from pipelines.index import chunk_sentences
+from pipelines.index.chunk_sentences import (
+    PassageSentences,
+    SentenceWriter,
+    StoredSentences,
+    VectorMemo,
+    model_name,
+    work_out,
+)
+
+__all__ = ["FORMAT", "ChunkRecord", "ChunkTable", "ChunkTableWriter", "add_sentences"]
 
 _VECTORS = "vectors.npy"
 _RECORDS = "records.bin"
@@ -34,6 +52,8 @@ _OFFSETS = "record_offsets.npy"
 # Written last: a folder without it holds no table (an ingest from before tables existed, or
 # one that stopped while writing).
 _DONE = "chunk_table.json"
+# What this code writes: 2 may hold sentences (none before it wrote "format" at all).
+FORMAT = 2
 
 _Vectors = np.ndarray[Any, np.dtype[np.float32]]
 
@@ -53,9 +73,12 @@ def _blas() -> ThreadpoolController:
 class ChunkTableWriter:
     """Writes a table row by row, in the keyword index's order; vectors go straight to disk,
     so an ingest holds no more of them than it did before. Use it as a context manager: the
-    table is finished when the block ends normally, and left unreadable when it raises."""
+    table is finished when the block ends normally, and left unreadable when it raises.
 
-    def __init__(self, folder: Path, rows: int) -> None:
+    With ``sentences_model`` (the embedding model's name) every :meth:`add` gives each row's
+    sentences too, and the table holds them."""
+
+    def __init__(self, folder: Path, rows: int, *, sentences_model: str | None = None) -> None:
         folder.mkdir(parents=True, exist_ok=True)
         self._folder = folder
         self._rows = rows
@@ -63,6 +86,9 @@ class ChunkTableWriter:
         self._records = (folder / _RECORDS).open("wb")
         self._offsets = np.zeros(rows + 1, dtype=np.int64)
         self._written = 0
+        self._sentences = (
+            SentenceWriter(folder, rows, sentences_model) if sentences_model is not None else None
+        )
 
     def __enter__(self) -> ChunkTableWriter:
         return self
@@ -73,15 +99,28 @@ class ChunkTableWriter:
         else:
             self._records.close()
             self._vectors = None
+            if self._sentences is not None:
+                self._sentences.abort()
 
-    def add(self, texts: Sequence[str], metadatas: Sequence[dict[str, Any]], vectors: Any) -> None:
-        """The next rows: one text, metadata and vector each."""
+    def add(
+        self,
+        texts: Sequence[str],
+        metadatas: Sequence[dict[str, Any]],
+        vectors: Any,
+        sentences: Sequence[PassageSentences] | None = None,
+    ) -> None:
+        """The next rows: one text, metadata and vector each, and their sentences when the
+        table holds them."""
         block = np.asarray(vectors, dtype=np.float32)
         if not len(texts) == len(metadatas) == len(block):
             raise ValueError("a chunk table row needs one text, metadata and vector each")
         end = self._written + len(texts)
         if end > self._rows:
             raise ValueError(f"a chunk table of {self._rows} rows was given {end}")
+        if (sentences is None) != (self._sentences is None):
+            raise ValueError("a table holds every row's sentences or none")
+        if self._sentences is not None and sentences is not None:
+            self._sentences.add(texts, sentences)
         if self._vectors is None:
             self._vectors = np.lib.format.open_memmap(
                 self._folder / _VECTORS,
@@ -102,6 +141,8 @@ class ChunkTableWriter:
         """Finish the table; it is readable only once every row was added."""
         self._records.close()
         if self._written != self._rows:
+            if self._sentences is not None:
+                self._sentences.abort()
             raise ValueError(f"a chunk table of {self._rows} rows got {self._written}")
         if self._vectors is None:  # no rows at all
             np.save(self._folder / _VECTORS, np.zeros((0, 0), dtype=np.float32))
@@ -109,7 +150,17 @@ class ChunkTableWriter:
             self._vectors.flush()
             self._vectors = None
         np.save(self._folder / _OFFSETS, self._offsets)
-        (self._folder / _DONE).write_text(json.dumps({"rows": self._rows}), encoding="utf-8")
+        done: dict[str, Any] = {"format": FORMAT, "rows": self._rows}
+        if self._sentences is not None:
+            done["sentences"] = self._sentences.close()
+        _write_done(self._folder, done)
+
+
+def _write_done(folder: Path, done: dict[str, Any]) -> None:
+    # Replaced whole: a reader sees the old description or the new one, never half of one.
+    partial = folder / f".{_DONE}.{os.getpid()}"
+    partial.write_text(json.dumps(done), encoding="utf-8")
+    partial.replace(folder / _DONE)
 
 
 class ChunkTable:
@@ -119,6 +170,9 @@ class ChunkTable:
         self.vectors = vectors
         self._records = records
         self._offsets = offsets
+        # Each chunk's sentences, when the table holds them (format 2, written by an ingest).
+        self.sentences: StoredSentences | None = None
+        self.format = 1
 
     def __len__(self) -> int:
         return len(self.vectors)
@@ -127,14 +181,33 @@ class ChunkTable:
     def load(cls, folder: Path) -> ChunkTable | None:
         """The table saved in ``folder``, or None when there is none (a version ingested
         before chunk tables existed: the retriever reads those chunks from Chroma)."""
-        if not (folder / _DONE).is_file():
+        try:
+            done = json.loads((folder / _DONE).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
             return None
         vectors = np.load(folder / _VECTORS, mmap_mode="r")
         offsets = np.load(folder / _OFFSETS).tolist()  # ints: they slice bytes
         with (folder / _RECORDS).open("rb") as stream:
             # An empty file cannot be memory-mapped; an empty table has no records to read.
             records = mmap.mmap(stream.fileno(), 0, access=mmap.ACCESS_READ) if offsets[-1] else b""
-        return cls(vectors, records, offsets)
+        table = cls(vectors, records, offsets)
+        table.format = int(done.get("format", 1)) if isinstance(done, dict) else 1
+        sentences = done.get("sentences") if isinstance(done, dict) else None
+        if table.format == FORMAT and isinstance(sentences, dict):
+            try:
+                # Reading a row's text without holding the table: a table let go is freed
+                # at once (with its maps), not when a cycle is collected.
+                text_of = functools.partial(_record_text, records, offsets)
+                table.sentences = StoredSentences(folder, sentences, text_of)
+            except (OSError, ValueError, KeyError, TypeError):
+                table.sentences = None  # unreadable: worked out when needed, as without
+            else:
+                chunk_sentences.register(table.sentences)
+        return table
+
+    def text(self, row: int) -> str:
+        """The text of one row."""
+        return _record_text(self._records, self._offsets, row)
 
     def nearest(self, queries: _Vectors, k: int) -> list[list[int]]:
         """For each query vector, the rows of the ``k`` most similar vectors, best first, by
@@ -160,3 +233,42 @@ class ChunkTable:
             record = json.loads(self._records[self._offsets[row] : self._offsets[row + 1]])
             found.append(ChunkRecord(record["t"], record["m"], vectors[position]))
         return found
+
+
+def _record_text(records: mmap.mmap | bytes, offsets: list[int], row: int) -> str:
+    text: str = json.loads(records[offsets[row] : offsets[row + 1]])["t"]
+    return text
+
+
+# Rows worked out and written at a time when sentences are added to an existing table.
+_SENTENCE_BATCH = 2000
+
+
+def add_sentences(folder: Path, embeddings: Embeddings) -> bool:
+    """Give the table in ``folder`` its chunks' sentences, if it has none (a version ingested
+    before tables held them); whether it wrote them. The table's own
+    files are untouched and ``chunk_table.json`` is replaced last, whole, so a reader of the
+    table meanwhile is not disturbed."""
+    model = model_name(embeddings)
+    table = ChunkTable.load(folder)
+    if model is None or table is None:
+        return False
+    done = json.loads((folder / _DONE).read_text(encoding="utf-8"))
+    if "sentences" in done:
+        # Written already (by this model: a version's model never changes). Files a reader
+        # may have mapped are never rewritten.
+        return False
+    writer = SentenceWriter(folder, len(table), model)
+    memo = VectorMemo()
+    try:
+        for start in range(0, len(table), _SENTENCE_BATCH):
+            texts = [
+                table.text(row) for row in range(start, min(start + _SENTENCE_BATCH, len(table)))
+            ]
+            writer.add(texts, work_out(embeddings, texts, memo=memo))
+        meta = writer.close()
+    except BaseException:
+        writer.abort()
+        raise
+    _write_done(folder, {**done, "format": FORMAT, "sentences": meta})
+    return True

@@ -3,6 +3,11 @@
 Ids are deterministic (collection, stable id or url, chunk number) and every chunk carries a
 content hash, so a rerun knows what was added, updated, deleted or unchanged, re-embeds only
 what changed, and writes nothing at all when nothing did.
+
+Each chunk's sentences are split and embedded here too, once, and kept with the chunk table
+(``pipelines.index.chunk_sentences``): the answer model and the evidence judge read them
+instead of working them out after retrieval. An unchanged chunk's are copied from the
+previous version's table; a version from before tables held them gets them on the next run.
 """
 
 from __future__ import annotations
@@ -28,7 +33,8 @@ from pipelines.core.errors import ConfigurationError, InputError
 from pipelines.core.hashing import joined_digest
 from pipelines.core.settings import Settings
 from pipelines.index import store
-from pipelines.index.chunk_table import ChunkTable, ChunkTableWriter
+from pipelines.index.chunk_sentences import PassageSentences, VectorMemo, model_name, work_out
+from pipelines.index.chunk_table import ChunkTable, ChunkTableWriter, add_sentences
 from pipelines.index.embeddings import MiniLMEmbeddings
 from pipelines.index.keyword_index import KeywordIndex
 from pipelines.index.version_index import copy_rows, indexed_text
@@ -296,6 +302,19 @@ def _add_missing_chunk_table(settings: Settings, version: store.StoredVersion) -
         copy_rows(version.collection, ids, table)
 
 
+def _previous_sentences(
+    settings: Settings, previous: store.StoredVersion | None, model: str | None
+) -> Callable[[str], PassageSentences | None] | None:
+    """How to find a chunk's sentences in the previous version's table, so an unchanged
+    chunk's are copied, not worked out again (None when it has none from this model)."""
+    if previous is None or model is None:
+        return None
+    table = ChunkTable.load(store.keyword_index_dir(settings, previous.name))
+    if table is None or table.sentences is None or table.sentences.model != model:
+        return None
+    return table.sentences.find
+
+
 def _embed(embeddings: Embeddings, texts: Sequence[str], bar: tqdm[Any]) -> list[_Vector]:
     """Vectors for ``texts``, in steps small enough for the progress bar to move."""
     vectors: list[_Vector] = []
@@ -368,6 +387,10 @@ def _ingest_one(
         if kept != facts:  # same content from a newly named release or file: record it
             previous.collection.modify(metadata={**previous.metadata, **facts})
         _add_missing_chunk_table(settings, previous)
+        # A version from before tables held sentences gets them: readers find them at once.
+        folder = store.keyword_index_dir(settings, previous.name)
+        if folder.is_dir():
+            add_sentences(folder, embeddings)
         summary.seconds = time.perf_counter() - started
         return summary
 
@@ -379,6 +402,12 @@ def _ingest_one(
         if previous is not None and same_model
         else {}
     )
+    # Each chunk's sentences, split and embedded once here for the answer model and the
+    # evidence judge (pipelines.index.chunk_sentences); not for an embedding model we cannot
+    # name, since a reader could not tell whose vectors they are.
+    sentences_model = model_name(embeddings)
+    known = _previous_sentences(settings, previous if same_model else None, sentences_model)
+    memo = VectorMemo()
     version = store.new_version_name(sources.name)
     collection = client.create_collection(
         version,
@@ -400,7 +429,7 @@ def _ingest_one(
             # not for the whole collection (vectors reused from the previous version are read
             # up front, and released as their batch is written).
             folder = store.keyword_index_dir(settings, version)
-            with ChunkTableWriter(folder, len(chunks)) as table:
+            with ChunkTableWriter(folder, len(chunks), sentences_model=sentences_model) as table:
                 for start in range(0, len(chunks), _WRITE_BATCH):
                     batch = chunks[start : start + _WRITE_BATCH]
                     fresh = [chunk for chunk in batch if chunk.id not in reusable]
@@ -414,7 +443,12 @@ def _ingest_one(
                         documents=texts,
                         metadatas=[chunk.metadata for chunk in batch],
                     )
-                    table.add(texts, [chunk.metadata for chunk in batch], block)
+                    sentences = (
+                        work_out(embeddings, texts, known=known, memo=memo)
+                        if sentences_model is not None
+                        else None
+                    )
+                    table.add(texts, [chunk.metadata for chunk in batch], block, sentences)
         # Rows in chunk order, like the chunk table's.
         KeywordIndex.build([c.id for c in chunks], [c.embed_text for c in chunks]).save(folder)
         created = datetime.now(UTC).isoformat(timespec="seconds")

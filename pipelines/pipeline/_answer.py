@@ -19,7 +19,7 @@ from langchain_core.runnables import Runnable
 
 from callbacks.events import DoneData, DoneEvent, Event
 from pipelines.answering.judges import EvidenceJudge
-from pipelines.answering.passages import SentenceBank
+from pipelines.answering.passages import RecentVectors, SentenceBank
 from pipelines.catalog.catalog import catalog_for, load_catalog
 from pipelines.core.normalize import normalize_question
 from pipelines.core.options import History, RequestOptions
@@ -120,7 +120,7 @@ class AnswerPipeline:
             return self._answer_model, self._expander_model
         from pipelines.answering.providers import make_models
 
-        answer, expander = make_models(self.settings, self.embeddings)
+        answer, expander = make_models(self.settings, self.embeddings, self.sentence_bank)
         return self._answer_model or answer, self._expander_model or expander
 
     @cached_property
@@ -136,7 +136,8 @@ class AnswerPipeline:
         return ReactomeRetriever(
             settings=self.settings,
             client=self._client,  # None: the process's own client, reopened as versions change
-            embeddings=self.embeddings,
+            # The question's vector is kept for the answer model (RecentVectors).
+            embeddings=self.recent_vectors.recording(),
             expander=self.models[1],
             k=self.settings.max_sources,
             # Judged on the vector the search computes anyway: no embedding of its own.
@@ -183,8 +184,20 @@ class AnswerPipeline:
     @cached_property
     def sentence_bank(self) -> SentenceBank:
         """Retrieved passages' sentences and vectors, shared by the answer model and the
-        evidence judge (:mod:`pipelines.answering.passages`)."""
-        return SentenceBank(self.embeddings)
+        evidence judge (:mod:`pipelines.answering.passages`). A pipeline given its retriever
+        and answer model but no embeddings loads no embedding model for the judge alone: it
+        weighs the words."""
+        given = self._outside_retriever is not None and self._answer_model is not None
+        if given and self._embeddings is None:
+            return SentenceBank(None)
+        return SentenceBank(self.recent_vectors)
+
+    @cached_property
+    def recent_vectors(self) -> RecentVectors:
+        """The embeddings as the retriever and the sentence bank use them: the vectors of
+        the texts embedded or found lately are kept, so the answer model and the judge do
+        not embed again the question the retriever embedded or a sentence found stored."""
+        return RecentVectors(self.embeddings)
 
     @cached_property
     def evidence_judge(self) -> EvidenceJudge | None:

@@ -50,6 +50,7 @@ console.log(JSON.stringify({
   chunks: seen,
   text: parts.filter((p) => p.type === "text").map((p) => p.text).join(""),
   sources: parts.filter((p) => p.type === "source-url").map((p) => ({ url: p.url, title: p.title })),
+  data: parts.filter((p) => p.type.startsWith("data-")),
   metadata: last ? last.metadata ?? null : null,
   errors,
 }));

@@ -7,6 +7,9 @@ Sections (each a ratio or a difference measured in this one process, never a fix
 - retrieval: p50/p95 latency of our retriever and of the classic stack (_stacks.py) over
   3 collections and with the reaction summaries as a 4th, same embeddings, same expander;
 - overhead: time to first token with a zero-latency answer model, minus retrieval alone;
+- answers (_answer_speed.py): with the extractive model and the offline judge, the first
+  token after retrieval's end and as a multiple of retrieval's time, and the evidence step's
+  time per answer, each against its goal (issue 27);
 - handler: cost per token event over a long stream, against the same stream without it;
 - live citations (_live.py): the handler's cost per token with ``live_citations`` off and on
   over one answer-like stream, and how long live mode holds text back (done.data.timings'
@@ -51,7 +54,7 @@ from pipelines.core.tags import RETRIEVAL_TAG
 from pipelines.index.embeddings import MiniLMEmbeddings
 from pipelines.index.store import open_client
 from pipelines.pipeline import AnswerPipeline
-from tests.benchmarks import _live, _retrieval_record, _stacks
+from tests.benchmarks import _answer_speed, _live, _retrieval_record, _stacks
 from tests.benchmarks._common import (
     DEFAULT_DATA,
     cache_home,
@@ -293,15 +296,17 @@ def main(argv: list[str] | None = None) -> int:
         results["retrieval"].append(bench_retrieval(settings, embeddings, questions, four))
     print("overhead...", file=sys.stderr)
     results["overhead"] = bench_overhead(settings, embeddings, questions)
+    # As eval_quality asks them: user-guide questions with url citations on, since without
+    # them a user-guide answer has nothing to cite.
+    asked = [(q["question"], {"cite_urls": q["collections"] == ["userguide"]}) for q in labeled]
+    print("extractive answers and evidence...", file=sys.stderr)
+    results["answer_speed"] = _answer_speed.bench_answer_speed(settings, embeddings, asked)
     print("handler...", file=sys.stderr)
     results["handler"] = bench_handler(20_000 if quick else 100_000)
     print("live citations...", file=sys.stderr)
     results["live_handler"] = _live.bench_live_handler(
         20_000 if quick else 100_000, rounds=5 if quick else 3
     )
-    # As eval_quality asks them: user-guide questions with url citations on, since without
-    # them a user-guide answer has nothing to cite.
-    asked = [(q["question"], {"cite_urls": q["collections"] == ["userguide"]}) for q in labeled]
     results["held_back"] = {
         "extractive": _live.held_back(AnswerPipeline(settings, embeddings=embeddings), asked),
         **_live.fake_held_back(settings, questions, token_ms=10.0, char_ms=2.0),
@@ -342,6 +347,7 @@ def main(argv: list[str] | None = None) -> int:
         f"retrieval alone p50 {overhead['retrieval_p50_ms']:.1f} ms: "
         f"{overhead['overhead_ms']:.1f} ms ({overhead['overhead_share']:.1%} of retrieval)"
     )
+    print(_answer_speed.report(results["answer_speed"]))
     handler = results["handler"]
     print(
         f"Handler over {handler['tokens']:,} tokens: {handler['our_handler_us']:.1f} µs per "

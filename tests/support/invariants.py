@@ -53,6 +53,7 @@ def check_stream(events: Sequence[Event]) -> DoneEvent:
         )
     if done.data.state == "answered" and cited_numbers(done.data.text):
         assert len(references) == len(set(cited_numbers(done.data.text)))
+    _check_evidence(done)
     live = events[0].data.options.get("live_citations") is True
     if live:
         _check_live(events, done)
@@ -96,3 +97,18 @@ def _check_live(events: Sequence[Event], done: DoneEvent) -> None:
             assert [(r.source_n, r.n) for r in done.data.references] == [
                 (c.n, c.n) for c in early
             ], "nothing cited: the untouched list"
+
+
+def _check_evidence(done: DoneEvent) -> None:
+    """Evidence (docs/contract.md): only an answer has it, one item per (sentence, cited
+    reference), each sentence a piece of done.text that cites the item's reference."""
+    data = done.data
+    if data.state != "answered":
+        assert not data.evidence, "only an answer carries evidence"
+    pairs = [(tuple(item.sentence), item.n) for item in data.evidence]
+    assert len(pairs) == len(set(pairs)), "one item per (sentence, cited reference)"
+    assert pairs == sorted(pairs, key=lambda pair: pair[0][0]), "evidence in reading order"
+    for item in data.evidence:
+        start, end = item.sentence
+        assert item.n in cited_numbers(data.text[start:end]), "the sentence cites the item's n"
+        assert item.quote_span[1] - item.quote_span[0] == len(item.quote)

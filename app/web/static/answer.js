@@ -5,6 +5,7 @@
 // Everything from the server is written into the page as text nodes: a source or a token
 // that contains markup shows as characters, it never becomes part of the page.
 
+import { evidenceLookup, unsupportedLabel } from "./evidence.js";
 import { findMarkers, toNumber } from "./markers.js";
 
 const SITE = "https://reactome.org";
@@ -17,7 +18,8 @@ const SITE = "https://reactome.org";
 // - not live (a server without the option ignores the field): the tokens carry the model's
 //   markers, numbered as the retrieved list, so that list is the Sources while the answer
 //   streams; done swaps in the final text and the sources it cites, together.
-// Either way the retrieved list (every citation event) is kept as what was searched.
+// Either way the retrieved list (every citation event) is kept as what was searched, and
+// done's evidence (the quote behind each marker) applies to the text once done came.
 
 // The states whose done text is the text streamed; any other (a refusal, nothing found) is a
 // message the server writes in done itself.
@@ -54,6 +56,13 @@ export class AnswerState {
     return this.done.text ?? "";
   }
 
+  // done's evidence items, whose sentence offsets point into the text shown: nothing while
+  // the answer streams, nor when the text shown is not done's (the offsets would miss).
+  get evidence() {
+    if (this.done === null || this.text !== (this.done.text ?? "")) return [];
+    return this.done.evidence ?? [];
+  }
+
   // The answer's Sources list; its numbers are the ones the text's markers use.
   get sources() {
     if (this.done !== null) {
@@ -80,11 +89,13 @@ function sourceLabel(source) {
   return source.st_id || source.url;
 }
 
-export function textPieces(text, sources) {
+export function textPieces(text, sources, evidence = []) {
   // The text cut into plain text ({text}), code ({code}) and the numbers of its markers
-  // ({cite: digits, source}: the source with that number, or null); joined, the pieces are
-  // the text. Brackets, commas, dashes and spaces of a marker stay plain text.
+  // ({cite: digits, source, evidence}: the source with that number, or null, and the
+  // evidence item that backs this marker, or null); joined, the pieces are the text.
+  // Brackets, commas, dashes and spaces of a marker stay plain text.
   const byNumber = new Map(sources.map((source) => [source.n, source]));
+  const backing = evidenceLookup(text, evidence);
   const { code, groups } = findMarkers(text);
   // Code spans and marker groups never overlap: walk both in text order.
   const spans = [
@@ -105,7 +116,9 @@ export function textPieces(text, sources) {
       for (const [start, end] of span.numbers) {
         plain(inside, start);
         const digits = text.slice(start, end);
-        pieces.push({ cite: digits, source: byNumber.get(toNumber(digits)) ?? null });
+        const source = byNumber.get(toNumber(digits)) ?? null;
+        const item = source && backing(start, source.n);
+        pieces.push({ cite: digits, source, evidence: item || null });
         inside = end;
       }
       plain(inside, span.end);
@@ -116,28 +129,51 @@ export function textPieces(text, sources) {
   return pieces;
 }
 
-function citeLink(digits, source) {
+// The element popover.js shows a marker's quote in; every marker with a quote names it as
+// its description.
+export const POPOVER_ID = "evidence-popover";
+
+function citeLink(digits, source, evidence) {
   const href = source && sourceHref(source);
-  if (!href) return document.createTextNode(digits);
-  const link = document.createElement("a");
-  link.className = "cite";
-  link.href = href;
-  link.textContent = digits;
-  link.title = source.display_name;
-  link.target = "_blank";
-  link.rel = "noopener noreferrer";
-  return link;
+  if (!href && !evidence) return document.createTextNode(digits);
+  // A marker with a quote but no link to follow is still reachable by keyboard.
+  const marker = document.createElement(href ? "a" : "span");
+  marker.className = "cite";
+  marker.textContent = digits;
+  if (href) {
+    marker.href = href;
+    marker.target = "_blank";
+    marker.rel = "noopener noreferrer";
+  } else {
+    marker.tabIndex = 0;
+  }
+  if (!evidence) {
+    marker.title = source.display_name;
+    return marker;
+  }
+  // What popover.js needs to show the quote, kept on the marker itself, so that a marker
+  // copied into an earlier turn of the conversation still shows its own.
+  marker.dataset.quote = evidence.quote;
+  marker.dataset.supported = String(evidence.supported);
+  marker.dataset.name = source.display_name;
+  marker.dataset.n = String(source.n);
+  marker.setAttribute("aria-describedby", POPOVER_ID);
+  if (!evidence.supported) {
+    marker.classList.add("unsupported");
+    marker.setAttribute("aria-label", unsupportedLabel(digits));
+  }
+  return marker;
 }
 
-function renderText(target, text, sources) {
+function renderText(target, text, sources, evidence) {
   const fragment = document.createDocumentFragment();
-  for (const piece of textPieces(text, sources)) {
+  for (const piece of textPieces(text, sources, evidence)) {
     if ("code" in piece) {
       const element = document.createElement("code");
       element.textContent = piece.code;
       fragment.append(element);
     } else if ("cite" in piece) {
-      fragment.append(citeLink(piece.cite, piece.source));
+      fragment.append(citeLink(piece.cite, piece.source, piece.evidence));
     } else {
       fragment.append(piece.text);
     }
@@ -182,12 +218,15 @@ function sameList(a, b) {
 // heading and the list appear together, and only when there is something to list) and what
 // was searched.
 export function drawer(view) {
-  let shown = { text: "", sources: [], retrieved: [] };
+  let shown = { text: "", sources: [], retrieved: [], evidence: [] };
   return (answer) => {
-    const { text, sources, retrieved } = answer;
+    const { text, sources, retrieved, evidence } = answer;
     const sourcesChanged = !sameList(sources, shown.sources);
-    // The links of the markers follow the Sources, so the text is redrawn with them.
-    if (text !== shown.text || sourcesChanged) renderText(view.answer, text, sources);
+    // The links of the markers follow the Sources, and their quotes the evidence, so the
+    // text is redrawn with either.
+    if (text !== shown.text || sourcesChanged || !sameList(evidence, shown.evidence)) {
+      renderText(view.answer, text, sources, evidence);
+    }
     if (sourcesChanged) {
       renderList(view.sources, sources, shown.sources);
       view.sourcesSection.hidden = sources.length === 0;
@@ -198,6 +237,6 @@ export function drawer(view) {
       view.retrievedSummary.textContent = `Searched ${count} source${count === 1 ? "" : "s"}`;
       view.retrievedSection.hidden = count === 0;
     }
-    shown = { text, sources: [...sources], retrieved: [...retrieved] };
+    shown = { text, sources: [...sources], retrieved: [...retrieved], evidence: [...evidence] };
   };
 }

@@ -5,6 +5,9 @@
 // The modules, one job each:
 // - markers.js: the [n] markers of a text, read as the server's finalizer reads them;
 // - answer.js: one answer's state from its events, and its text and Sources drawn;
+// - evidence.js: which item of done's evidence backs each marker;
+// - popover.js: the quote behind a marker, shown when the marker is hovered, focused or
+//   activated;
 // - sse.js: the events of a Server-Sent Events body;
 // - limits.js: the server's request limits and the history that keeps to them;
 // - feedback.js: thumbs up or down, and a comment, under a finished answer.
@@ -13,6 +16,7 @@ import { AnswerState, drawer } from "./answer.js";
 import { errorMessage } from "./errors.js";
 import { feedbackControls } from "./feedback.js";
 import { fetchLimits, history } from "./limits.js";
+import { closeEvidence, installEvidencePopover } from "./popover.js";
 import { readEvents } from "./sse.js";
 
 const page = {};
@@ -33,6 +37,7 @@ function setStatus(message) {
 }
 
 function reset() {
+  closeEvidence();
   page.answer.replaceChildren();
   page.error.hidden = true;
   page.error.textContent = "";
@@ -55,6 +60,7 @@ function settle(state, status) {
 function keepTurn() {
   // The finished answer on the page becomes an earlier turn: a copy of its question, text and
   // Sources (without ids, so the page's own elements stay the current answer's).
+  closeEvidence(); // the copy keeps no open state
   const turn = document.createElement("section");
   turn.className = "turn";
   for (const element of [page.asked, page.answer, page.sourcesSection]) {
@@ -236,6 +242,7 @@ function finish(answer, draw) {
 
 function start() {
   limits = fetchLimits();
+  installEvidencePopover();
   for (const id of ["answer", "error", "status", "sources", "retrieved", "question", "asked",
                     "conversation", "feedback"]) {
     page[id] = document.getElementById(id);

@@ -1,0 +1,142 @@
+"""The offline evidence judge on small passages written for the test, with the real embedding
+model: a sentence is backed by the passage it came from and not by a neighbour on the same
+topic about another gene. Every score asserted is far from the threshold (0.58): the judge's
+figures on real data are tests/benchmarks/eval_evidence.py's."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pytest
+from langchain_core.embeddings import Embeddings
+
+from pipelines.answering.evidence import Claim, Verdict
+from pipelines.answering.judges import OfflineJudge
+from pipelines.answering.passages import SentenceBank
+from pipelines.core.settings import Settings
+
+# Two passages on the same topic (bilirubin glucuronidation), each about its own gene.
+UGT1A1 = (
+    "UGT1A1 is the liver enzyme that conjugates bilirubin with glucuronic acid, making it "
+    "soluble in bile. Defects in UGT1A1 cause Crigler-Najjar syndrome type 1, in which "
+    "unconjugated bilirubin builds up in the blood from birth (Bosma et al. 1994). Milder "
+    "UGT1A1 variants underlie Gilbert syndrome."
+)
+UGT1A4 = (
+    "UGT1A4 glucuronidates amines and steroid hormones such as androsterone in the liver. "
+    "Defects in UGT1A4 alter the clearance of drugs such as lamotrigine and tamoxifen. Its "
+    "activity is induced by phenobarbital."
+)
+# The first passage with the other gene's symbol: the same words about another entity.
+UGT1A4_COPY = UGT1A1.replace("UGT1A1", "UGT1A4")
+COPIED = (
+    "Defects in UGT1A1 cause Crigler-Najjar syndrome type 1, in which unconjugated bilirubin "
+    "builds up in the blood from birth."
+)
+
+
+def _judge(minilm: Embeddings, claims: Sequence[tuple[str, str]]) -> list[Verdict]:
+    """Verdicts for (sentence, passage) pairs judged together, as one answer's claims."""
+    numbers = {passage: n for n, passage in enumerate(dict.fromkeys(p for _, p in claims), 1)}
+    found = [Claim(sentence, numbers[passage], passage) for sentence, passage in claims]
+    verdicts = OfflineJudge(SentenceBank(minilm)).verdicts(found)
+    return [verdicts[(claim.sentence, claim.source_n)] for claim in found]
+
+
+def test_the_default_threshold_is_the_settings_default() -> None:
+    assert OfflineJudge(SentenceBank(None)).threshold == Settings().evidence_threshold
+
+
+def test_a_copied_sentence_is_backed_by_its_passage_and_not_by_another_genes(
+    minilm: Embeddings,
+) -> None:
+    own, other = _judge(minilm, [(COPIED, UGT1A1), (COPIED, UGT1A4)])
+    assert own.supported
+    assert own.score >= 0.9
+    # The quote is the sentence it was copied from, as the passage writes it.
+    start, end = own.quote_span
+    assert UGT1A1[start:end].startswith(COPIED.removesuffix("."))
+    assert not other.supported
+    assert other.score <= 0.3
+
+
+def test_the_same_words_about_another_gene_do_not_back_the_sentence(minilm: Embeddings) -> None:
+    # Everything but the symbol matches, so similarity alone would pass it: a sentence naming
+    # a symbol its passage never names scores at most half.
+    (verdict,) = _judge(minilm, [(COPIED, UGT1A4_COPY)])
+    assert not verdict.supported
+    assert verdict.score <= 0.5
+
+
+def test_a_paraphrase_is_backed_by_its_passage_and_not_by_the_other(minilm: Embeddings) -> None:
+    reordered = (
+        "From birth, unconjugated bilirubin accumulates in the blood of patients with "
+        "Crigler-Najjar syndrome type 1, caused by UGT1A1 defects."
+    )
+    shortened = "Gilbert syndrome is caused by milder variants of UGT1A1."
+    verdicts = _judge(
+        minilm,
+        [(reordered, UGT1A1), (shortened, UGT1A1), (reordered, UGT1A4), (shortened, UGT1A4)],
+    )
+    assert [v.supported for v in verdicts] == [True, True, False, False]
+    assert all(v.score >= 0.75 for v in verdicts[:2])
+    assert all(v.score <= 0.3 for v in verdicts[2:])
+    start, end = verdicts[1].quote_span
+    assert UGT1A1[start:end] == "Milder UGT1A1 variants underlie Gilbert syndrome."
+
+
+def test_a_literature_citation_in_the_sentence_is_read_as_the_passage_reads_it(
+    minilm: Embeddings,
+) -> None:
+    # The passage's sentences are scored without their citations; so is the claim.
+    cited = COPIED.removesuffix(".") + " (Bosma et al. 1994)."
+    (verdict,) = _judge(minilm, [(cited, UGT1A1)])
+    assert verdict.supported
+    assert verdict.score >= 0.9
+
+
+class _Counting(Embeddings):
+    def __init__(self, inner: Embeddings) -> None:
+        self.inner = inner
+        self.texts: list[str] = []
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        self.texts += texts
+        return self.inner.embed_documents(texts)
+
+    def embed_query(self, text: str) -> list[float]:
+        return self.inner.embed_query(text)
+
+    def embed_array(self, texts: Sequence[str]) -> Any:
+        self.texts += list(texts)
+        return np.asarray(self.inner.embed_documents(list(texts)), dtype=np.float32)
+
+
+def test_a_sentence_copied_from_a_passage_is_not_embedded_again(minilm: Embeddings) -> None:
+    # An extractive answer's sentences are the passages' own: their vectors are at hand, so
+    # judging them runs no model (what keeps the judge within its time per answer).
+    counting = _Counting(minilm)
+    bank = SentenceBank(counting)
+    bank.many([UGT1A1, UGT1A4])
+    counting.texts.clear()
+    judge = OfflineJudge(bank)
+    copied = judge.verdicts([Claim(COPIED, 1, UGT1A1), Claim(COPIED, 2, UGT1A4)])
+    assert counting.texts == []
+    assert [v.supported for v in copied.values()] == [True, False]
+    written = "Bilirubin is made soluble in bile by UGT1A1."
+    assert judge.verdicts([Claim(written, 1, UGT1A1)])[(written, 1)].supported
+    assert counting.texts == [written]
+
+
+def test_a_passage_without_sentences_backs_nothing(minilm: Embeddings) -> None:
+    (verdict,) = _judge(minilm, [(COPIED, "   ")])
+    assert not verdict.supported
+    assert verdict.score == 0.0
+
+
+@pytest.mark.parametrize("sentence", ["", "[1]."])
+def test_a_sentence_without_words_is_not_backed(minilm: Embeddings, sentence: str) -> None:
+    (verdict,) = _judge(minilm, [(sentence, UGT1A1)])
+    assert not verdict.supported
