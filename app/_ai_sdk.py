@@ -15,7 +15,9 @@ the final state and our references), then ``[DONE]``.
 The evidence goes as data parts, ``{"type": "data-evidence", "id": "evidence-N", "data": ITEM}``
 with ``ITEM`` one item of ``done.data.evidence`` as the native API gives it (``n``, the
 ``sentence`` offsets in the text part, the ``quote`` and its ``quote_span``, ``score`` and
-``supported``). A ``source-document`` part names a document (media type, title, file name)
+``supported``; offsets count Unicode code points, as Python's strings do, where a
+JavaScript string counts UTF-16 units: they differ after a character such as an emoji). A
+``source-document`` part names a document (media type, title, file name)
 and has no field for a quote or a verdict, and each is shown as one more source beside the
 ``source-url`` parts. ``text-end`` carries ``citations`` only in the SDK's version 7; versions
 5 and 6 refuse a ``text-end`` with any field they do not know, while every version since 5

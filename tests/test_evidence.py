@@ -73,29 +73,43 @@ def test_a_sentence_cited_twice_with_one_source_is_one_claim() -> None:
 
 
 _WORDS = st.sampled_from(["ABCA1", "exports", "cholesterol", "LCAT", "acts", "in", "HDL"])
+# Where a sentence's markers stand, as models write them: before its full stop, after it,
+# or opening a line, a paragraph or a list item (then they cite the sentence they open).
+_PLACES = ["inside", "after", "line", "paragraph", "item"]
 _SENTENCE = st.tuples(
     st.lists(_WORDS, min_size=2, max_size=6).map(" ".join),
     st.lists(st.integers(1, 4), min_size=0, max_size=3),
-    st.sampled_from(["inside", "after"]),
+    st.sampled_from(_PLACES),
+    st.booleans(),  # two numbers written as a range
 )
 
 
-def _answer(parts: Sequence[tuple[str, list[int], str]]) -> str:
+def _markers(numbers: list[int], as_range: bool) -> str:
+    if as_range and len(numbers) == 2 and numbers[0] < numbers[1]:
+        return f"[{numbers[0]}-{numbers[1]}]"
+    return "".join(f"[{n}]" for n in numbers)
+
+
+def _answer(parts: Sequence[tuple[str, list[int], str, bool]]) -> str:
     pieces = []
-    for words, numbers, where in parts:
-        markers = "".join(f"[{n}]" for n in numbers)
+    for words, numbers, where, as_range in parts:
+        sentence = f"{words[0].upper()}{words[1:]}"
+        markers = _markers(numbers, as_range)
         if not markers:
-            pieces.append(f"{words[0].upper()}{words[1:]}.")
+            pieces.append(f"{sentence}.")
         elif where == "inside":
-            pieces.append(f"{words[0].upper()}{words[1:]} {markers}.")
+            pieces.append(f"{sentence} {markers}.")
+        elif where == "after":
+            pieces.append(f"{sentence}. {markers}")
         else:
-            pieces.append(f"{words[0].upper()}{words[1:]}. {markers}")
+            opening = {"line": "\n", "paragraph": "\n\n", "item": "\n- "}[where]
+            pieces.append(f"{opening}{markers} {sentence}.")
     return " ".join(pieces)
 
 
 @given(st.lists(_SENTENCE, min_size=1, max_size=5))
 def test_the_claims_read_before_the_finalizer_are_the_claims_after_it(
-    parts: list[tuple[str, list[int], str]],
+    parts: list[tuple[str, list[int], str, bool]],
 ) -> None:
     # Verdicts are found on the model's text and looked up on the final one.
     sources = _sources()
@@ -104,6 +118,18 @@ def test_the_claims_read_before_the_finalizer_are_the_claims_after_it(
     before = {(c.sentence, c.source_n) for c in claims_of(raw, sources)}
     after = {(c.sentence, c.source_n) for c in claims_of(final, kept)}
     assert after == before
+    # So every (sentence, reference) the final text cites finds its verdict.
+    cited = {(s.claim, kept[n - 1].n) for s in cited_sentences(final, len(kept)) for n in s.numbers}
+    assert {pair for pair in cited if pair[0]} <= before
+
+
+def test_a_marker_opening_a_line_or_list_item_cites_the_sentence_it_opens() -> None:
+    text = "Genes:\n- [1] ABCA1 exports cholesterol.\n- [3] LCAT acts.\n\n[2] HDL forms."
+    assert [(s.claim, s.numbers) for s in cited_sentences(text, 3)] == [
+        ("ABCA1 exports cholesterol.", (1,)),
+        ("LCAT acts.", (3,)),
+        ("HDL forms.", (2,)),
+    ]
 
 
 def _verdicts(

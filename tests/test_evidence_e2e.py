@@ -4,6 +4,7 @@ with the wrong one, the real embedding model and the real sample collections."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -108,6 +109,26 @@ def test_a_model_judge_rules_on_every_pair(
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("chat", ["lenient_grader"], indirect=True)
+@pytest.mark.usefixtures("chat")
+def test_the_model_judge_rules_and_the_offline_judge_quotes(
+    sample_home: Path, isolated_home: Path, minilm: Embeddings
+) -> None:
+    # A grader that says yes to everything: every pair is supported, though the offline
+    # judge, whose quotes and scores are kept, rules two of them out.
+    offline = _pipeline(sample_home, isolated_home, minilm).invoke(QUESTIONS[1])
+    judged = _pipeline(
+        sample_home, isolated_home, minilm, evidence_judge="openai:fake-judge"
+    ).invoke(QUESTIONS[1])
+    assert [item["supported"] for item in offline["evidence"]].count(False) == 2
+    assert all(item["supported"] for item in judged["evidence"])
+    keep = ("n", "sentence", "quote", "quote_span", "score")
+    assert [{k: item[k] for k in keep} for item in judged["evidence"]] == [
+        {k: item[k] for k in keep} for item in offline["evidence"]
+    ]
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("chat", ["judge_fails"], indirect=True)
 def test_a_failing_model_judge_leaves_the_offline_verdicts(
     chat: FakeChat, sample_home: Path, isolated_home: Path, minilm: Embeddings
@@ -175,3 +196,28 @@ def test_the_default_offline_pipeline_backs_its_own_quotes(
         start, end = item["sentence"]
         assert item["quote"].rstrip(".")[:40] in result["text"][start:end]
     assert os.environ.get("REACTOME_ANSWERS_EVIDENCE") is None
+
+
+class _HangingJudge:
+    async def judge(self, claims: object) -> object:
+        await asyncio.Event().wait()  # never rules
+        raise AssertionError("unreachable")
+
+
+def test_a_judge_that_never_rules_costs_the_evidence_after_one_model_call_s_limit(
+    sample_home: Path, isolated_home: Path, minilm: Embeddings
+) -> None:
+    settings = load_settings(home=sample_home, logs_path=isolated_home / "logs", model_timeout_s=1)
+    pipeline = AnswerPipeline(settings, embeddings=minilm)
+    pipeline.__dict__["evidence_judge"] = _HangingJudge()
+    result = pipeline.invoke(QUESTIONS[0], request_id="hanging-judge")
+    assert result["state"] == "answered"
+    assert result["references"]
+    assert result["evidence"] == []
+    (path,) = (isolated_home / "logs").glob("*-hanging-judge.jsonl")
+    said = [
+        record["data"]
+        for record in read_log(path).callbacks
+        if record.get("name") == EVIDENCE_FAILED
+    ]
+    assert said == [{"message": "no ruling within 1 s"}]

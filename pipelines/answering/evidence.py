@@ -3,11 +3,13 @@
 Pure functions over the answer's text; the judging itself is :mod:`pipelines.answering.judges`.
 
 A *sentence* is what :func:`~pipelines.answering.sentences.sentence_spans` (the segmenter the
-extractive model uses) finds in the answer's text. A *marker* is what the finalizer reads as
+extractive model uses) finds in the answer's text with its markers blanked out, so that how a
+marker is written cannot move a sentence's end. A *marker* is what the finalizer reads as
 one (:func:`~pipelines.citations.finalize.marker_clusters`): nothing inside code or a link.
-A marker belongs to the sentence it stands in, except one that opens a sentence, which
-belongs to the sentence before it ("... cholesterol. [1] It binds ..." cites [1] for the
-first sentence), as a reader takes it. A sentence is judged in its *claim* form: its
+A marker belongs to the sentence it stands in; one after a sentence on the same line belongs
+to that sentence ("... cholesterol. [1] It binds ..." cites [1] for the first sentence), and
+one opening a line, a paragraph or a list item to the sentence it opens, as a reader takes
+them. A sentence is judged in its *claim* form: its
 markers cut out and its spaces collapsed, which is the same before and after the finalizer
 renumbers (or drops) markers, so a verdict found on the model's text holds for the final one.
 """
@@ -93,24 +95,27 @@ def cited_sentences(text: str, n_sources: int) -> list[CitedSentence]:
     clusters = marker_clusters(text, n_sources)
     if not clusters:
         return []
-    spans = [list(span) for span in sentence_spans(text)]
+    # Segmented with its markers blanked out: where a sentence ends must not depend on how a
+    # marker is written ("[1-2]" before the finalizer, "[1][2]" after it).
+    blanked = list(text)
+    for start, end, _ in clusters:
+        blanked[start:end] = " " * (end - start)
+    spans = [list(span) for span in sentence_spans("".join(blanked))]
     if not spans:
         return []
     starts = [start for start, _ in spans]
     owner: list[int] = []
     for start, end, _ in clusters:
-        index = max(bisect.bisect_right(starts, start) - 1, 0)
-        opening = index > 0 and not text[spans[index][0] : start].strip()
-        if opening:
-            # It closes the sentence before: that sentence ends after it, this one after it.
-            index -= 1
-            spans[index][1] = max(spans[index][1], end)
-            following = index + 1
-            rest = len(text[end:]) - len(text[end:].lstrip())
-            spans[following][0] = min(end + rest, spans[following][1])
-            starts[following] = spans[following][0]
+        index = bisect.bisect_right(starts, start) - 1
+        if index >= 0 and start < spans[index][1]:
+            pass  # inside its sentence: "... cholesterol [1]."
+        elif index >= 0 and (index + 1 == len(spans) or "\n" not in text[spans[index][1] : start]):
+            # After a sentence, on its line: it closes that one ("... cholesterol. [1] It").
+            spans[index][1] = end
         else:
-            spans[index][1] = max(spans[index][1], end)
+            # Opening a line, a paragraph or a list item: the sentence it opens is its own.
+            index += 1
+            spans[index][0] = min(spans[index][0], start)
         owner.append(index)
     cuts = [(start, end) for start, end, _ in clusters]
     found = []
@@ -128,6 +133,8 @@ def claims_of(text: str, sources: Sequence[Source]) -> list[Claim]:
     pair once."""
     pairs: dict[tuple[str, int], Claim] = {}
     for sentence in cited_sentences(text, len(sources)):
+        if not sentence.claim:
+            continue  # markers alone at the very start: nothing to judge
         for number in sentence.numbers:
             source = sources[number - 1]
             key = (sentence.claim, source.n)

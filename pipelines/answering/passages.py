@@ -162,7 +162,9 @@ class SentenceBank:
     def __init__(
         self,
         embeddings: Embeddings | None,
-        capacity: int = 4096,
+        # Passages are found stored, cheaply: a few hundred in memory are the ones asked
+        # again and again, and with a large embedding model 4,096 would be hundreds of MB.
+        capacity: int = 256,
         *,
         model: str | None = None,
     ) -> None:

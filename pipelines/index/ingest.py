@@ -2,7 +2,8 @@
 
 Ids are deterministic (collection, stable id or url, chunk number) and every chunk carries a
 content hash, so a rerun knows what was added, updated, deleted or unchanged, re-embeds only
-what changed, and writes nothing at all when nothing did.
+what changed, and writes nothing to the store when nothing did (a version from before chunk
+tables, or before they held sentences, still gets what it lacks beside it).
 
 Each chunk's sentences are split and embedded here too, once, and kept with the chunk table
 (``pipelines.index.chunk_sentences``): the answer model and the evidence judge read them
@@ -37,7 +38,7 @@ from pipelines.index.chunk_sentences import PassageSentences, VectorMemo, model_
 from pipelines.index.chunk_table import ChunkTable, ChunkTableWriter, add_sentences
 from pipelines.index.embeddings import MiniLMEmbeddings
 from pipelines.index.keyword_index import KeywordIndex
-from pipelines.index.version_index import copy_rows, indexed_text
+from pipelines.index.version_index import copy_rows, indexed_text, locked
 
 __all__ = [
     "CollectionFiles",
@@ -386,11 +387,13 @@ def _ingest_one(
         kept = {key: previous.metadata.get(key) for key in facts}
         if kept != facts:  # same content from a newly named release or file: record it
             previous.collection.modify(metadata={**previous.metadata, **facts})
-        _add_missing_chunk_table(settings, previous)
-        # A version from before tables held sentences gets them: readers find them at once.
-        folder = store.keyword_index_dir(settings, previous.name)
-        if folder.is_dir():
-            add_sentences(folder, embeddings)
+        # A version from before tables (or before they held sentences) gets what it lacks,
+        # under the lock that instances building its indexes take: readers find it at once.
+        with locked(store.keyword_index_lock(settings, previous.name)):
+            _add_missing_chunk_table(settings, previous)
+            folder = store.keyword_index_dir(settings, previous.name)
+            if folder.is_dir():
+                add_sentences(folder, embeddings)
         summary.seconds = time.perf_counter() - started
         return summary
 

@@ -29,7 +29,14 @@ import numpy as np
 from pipelines.index.chunk_table import ChunkTable, ChunkTableWriter
 from pipelines.index.keyword_index import KeywordIndex
 
-__all__ = ["VersionIndex", "build_from_store", "chunk_heading", "copy_rows", "indexed_text"]
+__all__ = [
+    "VersionIndex",
+    "build_from_store",
+    "chunk_heading",
+    "copy_rows",
+    "indexed_text",
+    "locked",
+]
 
 _READ_BATCH = 1000
 
@@ -92,7 +99,7 @@ class VersionIndex:
 
 
 @contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
+def locked(path: Path) -> Iterator[None]:
     """Held by one process of this machine at a time (released if the process dies)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("a") as handle:
@@ -112,7 +119,7 @@ def build_from_store(
     found = VersionIndex.load(folder)
     if found is not None and (chunks is None or len(found) == chunks):
         return found
-    with _locked(lock):
+    with locked(lock):
         found = VersionIndex.load(folder)  # another process may have built it meanwhile
         if found is not None and (chunks is None or len(found) == chunks):
             return found

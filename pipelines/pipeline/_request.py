@@ -125,7 +125,6 @@ class AnswerRequest:
             "run_name": "reactome-answers",
         }
         limit = self.settings.request_timeout_s
-        verdicts: list[tuple[Claim, Verdict]] = []
         try:
             async with asyncio.timeout(limit) as deadline:
                 if not pipeline.retrieval.checks_advice:
@@ -136,7 +135,6 @@ class AnswerRequest:
                         return
                 inputs = {"question": self.normalized, "options": options}
                 reply = await pipeline.chain.ainvoke(inputs, config)
-                verdicts = await self._judge(handler, reply)
         except TimeoutError:
             if deadline.expired():
                 handler.fail(
@@ -165,7 +163,16 @@ class AnswerRequest:
         if not handler.retrieval_ended or (not handler.sources and not handler.context):
             handler.finish("nothing_found", text=catalog_for(self.settings).nothing_found())
         else:
-            # A model that did not stream left no tokens: its reply is the answer.
+            # A model that did not stream left no tokens: its reply is the answer. Judged
+            # outside the answer's time limit: a slow judge costs the evidence, not the answer.
+            try:
+                verdicts = await self._judge(handler, reply)
+            except asyncio.CancelledError:
+                if handler.done is None:
+                    handler.fail(
+                        ErrorCode.CANCELLED, "the request was cancelled before it finished"
+                    )
+                raise
             handler.finish(
                 "answered",
                 text=None if handler.raw_text else reply,
@@ -175,18 +182,21 @@ class AnswerRequest:
 
     async def _judge(self, handler: AnswerEventHandler, reply: str) -> list[tuple[Claim, Verdict]]:
         """The judge's ruling on each (sentence, cited source) pair of the answer; none when
-        the check is off or the judge failed (the answer is never failed for its judge:
-        the log says why)."""
+        the check is off, or the judge failed or took longer than one model call may (the
+        answer is never failed for its judge: the log says why)."""
         judge = self.pipeline.evidence_judge
-        if judge is None or not handler.retrieval_ended:
+        if judge is None:
             return []
-        claims = handler.claims(None if handler.raw_text else reply)
-        if not claims:
-            return []
+        limit = self.settings.model_timeout_s
         try:
-            found = await judge.judge(claims)
+            claims = handler.claims(None if handler.raw_text else reply)
+            if not claims:
+                return []
+            async with asyncio.timeout(limit):
+                found = await judge.judge(claims)
         except Exception as error:
-            data = {"message": redact_secrets(one_line(error))}
+            said = f"no ruling within {limit:g} s" if isinstance(error, TimeoutError) else None
+            data = {"message": said or redact_secrets(one_line(error))}
             handler.on_custom_event(EVIDENCE_FAILED, data, run_id=uuid.uuid4())
             return []
         return [(claim, found[judge_key(claim)]) for claim in claims if judge_key(claim) in found]
