@@ -52,6 +52,22 @@ def _by_sentence(result: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
     return found
 
 
+def _answered_without_evidence(
+    pipeline: AnswerPipeline, home: Path, request_id: str
+) -> list[dict[str, Any]]:
+    """Ask the first question: the answer stands, without evidence; what its log says why."""
+    result = pipeline.invoke(QUESTIONS[0], request_id=request_id)
+    assert result["state"] == "answered"
+    assert result["references"]
+    assert result["evidence"] == []
+    (path,) = (home / "logs").glob(f"*-{request_id}.jsonl")
+    return [
+        record["data"]
+        for record in read_log(path).callbacks
+        if record.get("name") == EVIDENCE_FAILED
+    ]
+
+
 def _item_for(result: dict[str, Any], sentence: str) -> dict[str, Any]:
     (item,) = [
         item
@@ -157,17 +173,9 @@ def test_a_judge_that_breaks_costs_the_evidence_not_the_answer(
 
     assert pipeline.evidence_judge is not None
     monkeypatch.setattr(pipeline.evidence_judge, "verdicts", broken)
-    result = pipeline.invoke(QUESTIONS[0], request_id="broken-judge")
-    assert result["state"] == "answered"
-    assert result["references"]
-    assert result["evidence"] == []
-    (path,) = (isolated_home / "logs").glob("*-broken-judge.jsonl")
-    said = [
-        record["data"]
-        for record in read_log(path, callbacks=True).callbacks
-        if record.get("name") == EVIDENCE_FAILED
+    assert _answered_without_evidence(pipeline, isolated_home, "broken-judge") == [
+        {"message": "RuntimeError: the judge fell over"}
     ]
-    assert said == [{"message": "RuntimeError: the judge fell over"}]
 
 
 @pytest.mark.slow
@@ -210,14 +218,6 @@ def test_a_judge_that_never_rules_costs_the_evidence_after_one_model_call_s_limi
     settings = load_settings(home=sample_home, logs_path=isolated_home / "logs", model_timeout_s=1)
     pipeline = AnswerPipeline(settings, embeddings=minilm)
     pipeline.__dict__["evidence_judge"] = _HangingJudge()
-    result = pipeline.invoke(QUESTIONS[0], request_id="hanging-judge")
-    assert result["state"] == "answered"
-    assert result["references"]
-    assert result["evidence"] == []
-    (path,) = (isolated_home / "logs").glob("*-hanging-judge.jsonl")
-    said = [
-        record["data"]
-        for record in read_log(path).callbacks
-        if record.get("name") == EVIDENCE_FAILED
+    assert _answered_without_evidence(pipeline, isolated_home, "hanging-judge") == [
+        {"message": "no ruling within 1 s"}
     ]
-    assert said == [{"message": "no ruling within 1 s"}]
