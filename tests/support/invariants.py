@@ -14,7 +14,7 @@ from callbacks.events import (
     StartEvent,
     TokenEvent,
 )
-from pipelines.citations.finalize import cited_numbers
+from pipelines.citations.finalize import cited_numbers, marker_clusters
 
 
 def check_stream(events: Sequence[Event]) -> DoneEvent:
@@ -108,7 +108,11 @@ def _check_evidence(done: DoneEvent) -> None:
     pairs = [(tuple(item.sentence), item.n) for item in data.evidence]
     assert len(pairs) == len(set(pairs)), "one item per (sentence, cited reference)"
     assert pairs == sorted(pairs, key=lambda pair: pair[0][0]), "evidence in reading order"
+    # Markers as the whole text reads them: a piece alone can pair backticks differently.
+    markers = marker_clusters(data.text, len(data.references))
     for item in data.evidence:
         start, end = item.sentence
-        assert item.n in cited_numbers(data.text[start:end]), "the sentence cites the item's n"
+        assert any(
+            start <= first and last <= end and item.n in numbers for first, last, numbers in markers
+        ), "the sentence cites the item's n"
         assert item.quote_span[1] - item.quote_span[0] == len(item.quote)
