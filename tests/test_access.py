@@ -20,7 +20,7 @@ from app.server import create_app
 from pipelines.core.errors import ConfigurationError
 from pipelines.core.settings import load_settings
 from pipelines.pipeline import AnswerPipeline
-from tests.support.fake_openai import fake_chat
+from tests.support.fake_openai import fake_chat, serving_env
 from tests.support.invariants import check_stream
 from tests.support.servers import Served, serve_command
 from tests.support.sse import parse_sse
@@ -139,12 +139,7 @@ def test_answers_over_the_cap_get_429_at_once_and_the_rest_finish(sample_home: P
     # first ones are still being written.
     with fake_chat("ok") as fake:
         fake.slow_delay_s = 0.2
-        env = {
-            "OPENAI_BASE_URL": fake.url,
-            "OPENAI_API_KEY": "sk-test",
-            "REACTOME_ANSWERS_LLM": "openai:fake-model",
-            "REACTOME_ANSWERS_MAX_CONCURRENT_ANSWERS": "4",
-        }
+        env = {**serving_env(fake), "REACTOME_ANSWERS_MAX_CONCURRENT_ANSWERS": "4"}
         with serve_command(sample_home, env=env) as served:
 
             async def offer() -> list[tuple[httpx.Response, int]]:

@@ -17,7 +17,7 @@ import pytest
 
 from app._links import reference_link
 from callbacks.events import Reference
-from tests.support.fake_openai import fake_chat
+from tests.support.fake_openai import fake_chat, serving_env
 from tests.support.servers import Served, serve_command
 
 pytestmark = pytest.mark.slow  # a `serve` subprocess read by the AI SDK in Node.js
@@ -111,11 +111,7 @@ def test_each_citation_arrives_as_an_evidence_part_with_its_quote_and_verdict(
 ) -> None:
     question = "What causes Tangier disease?"
     with fake_chat("miscite") as fake:
-        env = {
-            "OPENAI_BASE_URL": fake.url,
-            "OPENAI_API_KEY": "sk-test",
-            "REACTOME_ANSWERS_LLM": "openai:fake-model",
-        }
+        env = serving_env(fake)
         with serve_command(sample_home, env=env) as served:
             answer = native(served.base, question)
             message = read_with_the_sdk(served.base, [("user", question)])

@@ -19,7 +19,7 @@ from app._links import reference_link, sources_markdown
 from callbacks.events import Reference
 from callbacks.log import read_log
 from pipelines.retrieval.retriever import EXPANSION
-from tests.support.fake_openai import FORGED_SITE, fake_chat
+from tests.support.fake_openai import FORGED_SITE, fake_chat, serving_env
 from tests.support.servers import Served, serve_command
 
 pytestmark = pytest.mark.slow  # a `serve` subprocess, asked with the OpenAI and LangChain clients
@@ -255,11 +255,7 @@ def test_a_history_turn_built_to_backtrack_is_read_while_the_server_stays_respon
 
 def test_a_sources_list_the_model_wrote_itself_gives_way_to_ours(sample_home: Path) -> None:
     with fake_chat("own_sources") as fake:
-        env = {
-            "OPENAI_BASE_URL": fake.url,
-            "OPENAI_API_KEY": "sk-test",
-            "REACTOME_ANSWERS_LLM": "openai:fake-model",
-        }
+        env = serving_env(fake)
         with serve_command(sample_home, env=env) as served:
             client = openai.OpenAI(base_url=f"{served.base}/v1", api_key="unused", max_retries=0)
             messages: Any = [{"role": "user", "content": QUESTION}]
@@ -337,11 +333,7 @@ def test_each_supported_citation_is_an_annotation_over_its_sentence(
 
 def test_a_miscited_sentence_is_in_the_evidence_but_not_an_annotation(sample_home: Path) -> None:
     with fake_chat("miscite") as fake:
-        env = {
-            "OPENAI_BASE_URL": fake.url,
-            "OPENAI_API_KEY": "sk-test",
-            "REACTOME_ANSWERS_LLM": "openai:fake-model",
-        }
+        env = serving_env(fake)
         with serve_command(sample_home, env=env) as served:
             client = openai.OpenAI(base_url=f"{served.base}/v1", api_key="unused", max_retries=0)
             messages: Any = [{"role": "user", "content": QUESTION}]

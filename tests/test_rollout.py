@@ -26,7 +26,7 @@ from pipelines.catalog import bundled_dir
 from pipelines.catalog.catalog import COLLECTION_NAMES
 from pipelines.core.settings import load_settings
 from pipelines.index.ingest import ingest, locate_files
-from tests.support.fake_openai import fake_chat
+from tests.support.fake_openai import fake_chat, serving_env
 from tests.support.invariants import check_stream
 from tests.support.servers import chroma_server, serve_command
 from tests.support.sse import parse_sse
@@ -144,9 +144,7 @@ def test_a_release_swapped_in_under_load(tmp_path: Path, minilm: Embeddings) -> 
         env = {
             "CHROMA_HOST": "127.0.0.1",
             "CHROMA_PORT": str(port),
-            "OPENAI_BASE_URL": fake.url,
-            "OPENAI_API_KEY": "sk-test",
-            "REACTOME_ANSWERS_LLM": "openai:fake-model",
+            **serving_env(fake),
             "REACTOME_ANSWERS_REQUEST_TIMEOUT_S": str(REQUEST_TIMEOUT_S),
         }
         homes = [tmp_path / "first", tmp_path / "second"]

@@ -24,7 +24,7 @@ from callbacks.events import ErrorEvent
 from callbacks.log import LogContents, list_log_files, read_log
 from pipelines.core.settings import load_settings
 from pipelines.pipeline import AnswerPipeline
-from tests.support.fake_openai import FakeChat, fake_chat
+from tests.support.fake_openai import FakeChat, fake_chat, serving_env
 from tests.support.servers import Served, serve, serve_command
 
 pytestmark = pytest.mark.slow  # a `serve` subprocess, slow and stalled clients
@@ -56,11 +56,7 @@ def _raw_request(base: str, path: str, body: bytes, *, send_body: bool = True) -
 def _model_server(behaviour: str = "ok") -> Iterator[tuple[FakeChat, dict[str, str]]]:
     with fake_chat() as fake:
         fake.behaviour = behaviour  # type: ignore[assignment]
-        env = {
-            "OPENAI_BASE_URL": fake.url,
-            "OPENAI_API_KEY": "sk-test",
-            "REACTOME_ANSWERS_LLM": "openai:fake-model",
-        }
+        env = serving_env(fake)
         yield fake, env
 
 

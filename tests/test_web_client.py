@@ -32,7 +32,7 @@ from callbacks.events import (
 )
 from pipelines.core.settings import load_settings
 from pipelines.pipeline import AnswerPipeline
-from tests.support.fake_openai import fake_chat
+from tests.support.fake_openai import fake_chat, serving_env
 from tests.support.fake_pipeline import ABCA1, CDK5, make_pipeline
 from tests.support.fakes import ScriptedStream
 from tests.support.forged import FORGED_QUESTION, build_forged_home
@@ -723,11 +723,7 @@ def test_a_marker_judged_unsupported_looks_different_and_says_so(
 ) -> None:
     question = "What causes Tangier disease?"
     with fake_chat("miscite") as fake:
-        env = {
-            "OPENAI_BASE_URL": fake.url,
-            "OPENAI_API_KEY": "sk-test",
-            "REACTOME_ANSWERS_LLM": "openai:fake-model",
-        }
+        env = serving_env(fake)
         with serve_command(sample_home, "--no-log", env=env) as server:
             events = sse_events(server.base, {"question": question, "live_citations": live})
             done = check_stream(events).data

@@ -238,6 +238,15 @@ class _Server(ThreadingHTTPServer):
     request_queue_size = 1024
 
 
+def serving_env(fake: FakeChat) -> dict[str, str]:
+    """The environment that points a `serve` or the CLI's `openai:` provider at ``fake``."""
+    return {
+        "OPENAI_BASE_URL": fake.url,
+        "OPENAI_API_KEY": "sk-test",
+        "REACTOME_ANSWERS_LLM": "openai:fake-model",
+    }
+
+
 @contextmanager
 def fake_chat(behaviour: Behaviour = "ok") -> Iterator[FakeChat]:
     """The server, running in a thread, until the block ends."""
