@@ -36,6 +36,7 @@ from pipelines.index.chunk_sentences import (
     joinable,
     loaded_sentences,
     model_name,
+    model_vectors,
     pieces_of,
     text_key,
     unit_rows,
@@ -92,13 +93,7 @@ class RecentVectors(Embeddings):
         missing = list(dict.fromkeys(t for t, v in zip(texts, found, strict=True) if v is None))
         made: dict[str, _Matrix] = {}
         if missing:
-            as_array = getattr(self.embeddings, "embed_array", None)
-            raw = (
-                as_array(missing)
-                if callable(as_array)
-                else self.embeddings.embed_documents(missing)
-            )
-            made = dict(zip(missing, np.asarray(raw, dtype=np.float32), strict=True))
+            made = dict(zip(missing, model_vectors(self.embeddings, missing), strict=True))
             with self._lock:
                 self._kept.update(made)
                 self._trim()
@@ -139,10 +134,7 @@ class _Recording(Embeddings):
     def embed_array(self, texts: Sequence[str]) -> _Matrix:
         if not texts:
             return np.zeros((0, 0), dtype=np.float32)
-        inner = self.recent.embeddings
-        as_array = getattr(inner, "embed_array", None)
-        raw = as_array(list(texts)) if callable(as_array) else inner.embed_documents(list(texts))
-        vectors = np.asarray(raw, dtype=np.float32).reshape(len(texts), -1)
+        vectors = model_vectors(self.recent.embeddings, texts).reshape(len(texts), -1)
         self.recent.remember(texts, vectors)
         return vectors
 

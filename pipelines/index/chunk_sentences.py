@@ -59,6 +59,7 @@ __all__ = [
     "joinable",
     "loaded_sentences",
     "model_name",
+    "model_vectors",
     "text_key",
     "unit_rows",
     "work_out",
@@ -87,14 +88,19 @@ def unit_rows(vectors: Any) -> _Matrix:
     return normalized
 
 
-def embed(embeddings: Embeddings, texts: Sequence[str]) -> _Matrix:
-    """Unit-length vectors of ``texts`` in one call (the packaged model's array form when it
-    has one: no detour through lists of floats)."""
-    if not texts:
-        return np.zeros((0, 0), dtype=np.float32)
+def model_vectors(embeddings: Embeddings, texts: Sequence[str]) -> _Matrix:
+    """The model's own vectors of ``texts`` in one call, as float32 rows (the packaged
+    model's array form when it has one: no detour through lists of floats)."""
     as_array = getattr(embeddings, "embed_array", None)
     raw = as_array(list(texts)) if callable(as_array) else embeddings.embed_documents(list(texts))
-    return unit_rows(raw)
+    return np.asarray(raw, dtype=np.float32)
+
+
+def embed(embeddings: Embeddings, texts: Sequence[str]) -> _Matrix:
+    """Unit-length vectors of ``texts`` in one call."""
+    if not texts:
+        return np.zeros((0, 0), dtype=np.float32)
+    return unit_rows(model_vectors(embeddings, texts))
 
 
 def model_name(embeddings: Embeddings | None) -> str | None:
