@@ -46,6 +46,14 @@ _JUDGE_RE = re.compile(r"offline|openai:[^\s:][^\s]*")
 _EMBEDDINGS_RE = re.compile(r"all-MiniLM-L6-v2(-q8)?|openai:[^\s:][^\s]*")
 
 
+def _one_of(value: str, forms: re.Pattern[str], what: str, described: str) -> str:
+    """``value`` stripped, when it is one of ``forms``; otherwise an error naming them."""
+    value = value.strip()
+    if not forms.fullmatch(value):
+        raise ValueError(f"{value!r} is not {what}; use {described}")
+    return value
+
+
 def default_home() -> Path:
     """``$XDG_DATA_HOME/reactome-answers``, falling back to ``~/.local/share/reactome-answers``."""
     data_home = Path(os.environ.get("XDG_DATA_HOME") or "")
@@ -143,26 +151,17 @@ class Settings(ReactomeSettings):
     @field_validator("llm")
     @classmethod
     def _check_llm(cls, value: str) -> str:
-        value = value.strip()
-        if not _LLM_RE.fullmatch(value):
-            raise ValueError(f"{value!r} is not a model choice; use {_LLM_FORMS}")
-        return value
+        return _one_of(value, _LLM_RE, "a model choice", _LLM_FORMS)
 
     @field_validator("evidence_judge")
     @classmethod
     def _check_judge(cls, value: str) -> str:
-        value = value.strip()
-        if not _JUDGE_RE.fullmatch(value):
-            raise ValueError(f"{value!r} is not a judge; use {_JUDGE_FORMS}")
-        return value
+        return _one_of(value, _JUDGE_RE, "a judge", _JUDGE_FORMS)
 
     @field_validator("embeddings")
     @classmethod
     def _check_embeddings(cls, value: str) -> str:
-        value = value.strip()
-        if not _EMBEDDINGS_RE.fullmatch(value):
-            raise ValueError(f"{value!r} is not an embedding model; use {_EMBEDDINGS_FORMS}")
-        return value
+        return _one_of(value, _EMBEDDINGS_RE, "an embedding model", _EMBEDDINGS_FORMS)
 
     @field_validator("home", "model_cache", "logs_path", mode="before")
     @classmethod
