@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: install install-llamacpp install-browser install-node install-ai-sdk test test-fast lint typecheck unit demo bench bench-quick eval bench-ingest soak clean
+.PHONY: install install-llamacpp install-browser install-node install-redis install-ai-sdk test test-fast lint typecheck unit demo bench bench-quick eval bench-ingest soak clean
 
 # Reinstall only when the project's metadata changes; the stamp lives inside the venv so
 # deleting .venv starts over cleanly. The offline embedding model's tokenizer comes with
@@ -31,12 +31,17 @@ install-llamacpp: $(BIN)/.installed
 
 # What the tests need from the machine, installed from Debian's packages when missing (root
 # or sudo): chromium for the web client's browser tests (Playwright's own browser download
-# needs the internet), Node.js for the web client's logic tests and npm for the AI SDK's.
+# needs the internet), Node.js for the web client's logic tests and npm for the AI SDK's,
+# redis-server for the limits shared across a fleet.
 SUDO = $(shell test "$$(id -u)" = 0 || echo sudo)
 APT_INSTALL = { $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq
 install-browser:
 	@test -x /usr/bin/chromium || $(APT_INSTALL) chromium >/dev/null; }
 	@/usr/bin/chromium --version
+
+install-redis:
+	@command -v redis-server >/dev/null || $(APT_INSTALL) redis-server >/dev/null; }
+	@redis-server --version
 
 install-node:
 	@command -v node >/dev/null || $(APT_INSTALL) nodejs >/dev/null; }
@@ -65,7 +70,7 @@ typecheck: $(BIN)/.installed
 # over them must show the citation gate held in every answer with citations and tokens.
 SUITE_HOME := build/suite-home
 
-unit: $(BIN)/.installed install-browser install-node install-ai-sdk
+unit: $(BIN)/.installed install-browser install-node install-ai-sdk install-redis
 	rm -rf $(SUITE_HOME)
 	REACTOME_SUITE_LOGS=$(CURDIR)/$(SUITE_HOME)/logs $(BIN)/pytest
 	REACTOME_ANSWERS_LOGS_DIR=$(SUITE_HOME)/logs $(BIN)/reactome-answers --home $(SUITE_HOME) \
@@ -75,7 +80,7 @@ unit: $(BIN)/.installed install-browser install-node install-ai-sdk
 # The same checks without the tests marked slow (a browser, a Chroma server, `serve` and the
 # installed command in subprocesses, 100+ streams, llama.cpp): under 3 minutes rather than
 # about 20 on 2 cores. `make test` still runs every test.
-test-fast: lint typecheck $(BIN)/.installed install-browser install-node install-ai-sdk
+test-fast: lint typecheck $(BIN)/.installed install-browser install-node install-ai-sdk install-redis
 	$(BIN)/pytest -m "not slow"
 
 demo: $(BIN)/.installed

@@ -21,6 +21,12 @@ once (checked once its body has arrived).
   client that sends headers and stalls holds none; a streamed answer holds its place until
   its last byte is sent, any answer until its client leaves.
 
+Counted in the process by default; with ``REACTOME_ANSWERS_REDIS_URL`` the cap, the rate
+limit and failed keys are counted across every worker and instance sharing that Redis
+(:mod:`app._shared_limits`, through the :class:`RequestLimit` and :class:`SlotLimit` shapes
+here). When it cannot be reached and the operator chose to refuse rather than count per
+process, a request gets 503 (``limits_unavailable``).
+
 Refusals have the shape of the route's protocol (:func:`app._errors.refusal`) and close the
 connection. A key is never logged or repeated in a message; buckets are kept by a digest of
 the key, and at most :data:`MAX_BUCKETS` of them (the least recently used go first).
@@ -35,7 +41,9 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
+import anyio
 from fastapi.routing import APIRoute, iter_route_contexts
 from starlette.routing import BaseRoute
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -48,9 +56,15 @@ __all__ = [
     "AnswerCap",
     "AnswerRoute",
     "AnswerSlots",
+    "LimitsUnavailableError",
     "RateLimiter",
+    "RequestLimit",
+    "SlotLimit",
     "answer_paths",
 ]
+
+# A refusal: status, reason (for the metrics), message, headers.
+_Refusal = tuple[int, str, str, dict[str, str]]
 
 # What anyone may read: the page, whether the server is up, and the limits the page checks a
 # question against before sending it.
@@ -62,6 +76,8 @@ _LOG_PAGE_PREFIX = "/logs/"
 _CLOSE = {"Connection": "close"}
 # A rejected client should not come straight back; an answer takes seconds.
 _BUSY_RETRY_S = 1
+# The limits' Redis is probed every second; a client sent away meanwhile waits a little more.
+_UNAVAILABLE_RETRY_S = 2
 # Clients remembered per limiter. A client forgotten early only gets a fresh minute, and it
 # takes this many other clients asking in between; without a bound, clients that each ask
 # once (or a spoofed address each time) would grow the table for ever.
@@ -84,8 +100,38 @@ def answer_paths(routes: Sequence[BaseRoute]) -> frozenset[str]:
     )
 
 
+class LimitsUnavailableError(Exception):
+    """The limits cannot be counted (their shared store is down and the operator chose to
+    refuse then); the message says why."""
+
+
+class RequestLimit(Protocol):
+    """Requests per minute per client, as :class:`AccessControl` asks: ``take`` one (None if
+    allowed, else the seconds until one would be), or ``wait`` without taking. Either may
+    raise :class:`LimitsUnavailableError`."""
+
+    per_minute: int
+
+    async def take(self, client: str) -> float | None: ...
+
+    async def wait(self, client: str) -> float | None: ...
+
+
+class SlotLimit(Protocol):
+    """``limit`` answers at once, as :class:`AnswerCap` asks: ``acquire`` gives a lease, or
+    None when all are taken (or raises :class:`LimitsUnavailableError`); ``release`` gives it
+    back and never raises."""
+
+    limit: int
+
+    async def acquire(self) -> object | None: ...
+
+    async def release(self, lease: object, /) -> None: ...
+
+
 class RateLimiter:
-    """Token buckets of ``per_minute`` requests, one per client, at most ``max_clients``."""
+    """Token buckets of ``per_minute`` requests, one per client, at most ``max_clients``, in
+    this process (a :class:`RequestLimit`)."""
 
     def __init__(
         self,
@@ -117,6 +163,12 @@ class RateLimiter:
         self._keep(client, (tokens - 1.0 if allowed else tokens), now)
         return None if allowed else (1.0 - tokens) / self._rate
 
+    async def take(self, client: str) -> float | None:
+        return self.check(client)
+
+    async def wait(self, client: str) -> float | None:
+        return self.wait_s(client)
+
     def _tokens(self, client: str, now: float) -> float:
         tokens, then = self._buckets.get(client, (float(self.per_minute), now))
         return min(float(self.per_minute), tokens + (now - then) * self._rate)
@@ -129,7 +181,7 @@ class RateLimiter:
 
 
 class AnswerSlots:
-    """At most ``limit`` answers in progress in this process."""
+    """At most ``limit`` answers in progress in this process (a :class:`SlotLimit`)."""
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
@@ -144,6 +196,12 @@ class AnswerSlots:
     def give_back(self) -> None:
         self.in_use -= 1
 
+    async def acquire(self) -> object | None:
+        return self if self.try_take() else None
+
+    async def release(self, lease: object, /) -> None:
+        self.give_back()
+
 
 @dataclass
 class AccessControl:
@@ -153,51 +211,55 @@ class AccessControl:
 
     app: ASGIApp
     keys: Collection[str] = ()
-    rate: RateLimiter | None = None
-    auth_failures: RateLimiter | None = None
+    rate: RequestLimit | None = None
+    auth_failures: RequestLimit | None = None
     on_reject: Callable[[str], None] | None = None
 
     def __post_init__(self) -> None:
         self._key_bytes = [key.encode() for key in self.keys]
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            refused = await self._refusal_for(scope)
+        except LimitsUnavailableError as error:
+            refused = _unavailable(error)
+        if refused is None:
+            await self.app(scope, receive, send)
+        else:
+            await _refuse(self.on_reject, scope, receive, send, *refused)
+
+    async def _refusal_for(self, scope: Scope) -> _Refusal | None:
+        """Why this request is refused (status, reason, message, headers), or None."""
         path = scope.get("path", "")
         if scope["type"] != "http" or _open(path):
-            await self.app(scope, receive, send)
-            return
+            return None
         if self._key_bytes and _log_page(path):
             # With keys the page needs none: it holds no data and never reads the logs
             # folder. Without keys it does look the id up, so it is rate limited below.
-            await self.app(scope, receive, send)
-            return
+            return None
         if self._key_bytes and self.auth_failures is not None:
-            wait_s = self.auth_failures.wait_s(_address(scope))
+            wait_s = await self.auth_failures.wait(_address(scope))
             if wait_s is not None:
                 message = (
                     f"more than {self.auth_failures.per_minute} requests without a valid API "
                     f"key from this address in a minute; try again in {math.ceil(wait_s)} s "
                     "with a valid key (REACTOME_ANSWERS_AUTH_FAILURES_PER_MINUTE)"
                 )
-                headers = {"Retry-After": str(math.ceil(wait_s)), **_CLOSE}
-                await self._refuse(scope, receive, send, 429, "auth_failures", message, headers)
-                return
+                return 429, "auth_failures", message, _retry_after(wait_s)
         client = self._client(scope)
         if client is None:
             if self.auth_failures is not None:
-                self.auth_failures.check(_address(scope))
-            await self._refuse(scope, receive, send, *self._unauthorized(scope))
-            return
+                await self.auth_failures.take(_address(scope))
+            return self._unauthorized(scope)
         if self.rate is not None:
-            wait_s = self.rate.check(client)
+            wait_s = await self.rate.take(client)
             if wait_s is not None:
                 message = (
                     f"more than {self.rate.per_minute} requests in a minute; try again in "
                     f"{math.ceil(wait_s)} s (REACTOME_ANSWERS_RATE_LIMIT)"
                 )
-                headers = {"Retry-After": str(math.ceil(wait_s)), **_CLOSE}
-                await self._refuse(scope, receive, send, 429, "rate_limited", message, headers)
-                return
-        await self.app(scope, receive, send)
+                return 429, "rate_limited", message, _retry_after(wait_s)
+        return None
 
     def _client(self, scope: Scope) -> str | None:
         """Who is asking: a digest of its key (None when keys are needed and it sent no
@@ -216,7 +278,7 @@ class AccessControl:
         return "key:" + hashlib.sha256(given).hexdigest()[:32]
 
     @staticmethod
-    def _unauthorized(scope: Scope) -> tuple[int, str, str, dict[str, str]]:
+    def _unauthorized(scope: Scope) -> _Refusal:
         if _bearer(scope) is None:
             message = (
                 "this server needs an API key: send 'Authorization: Bearer KEY' "
@@ -226,20 +288,6 @@ class AccessControl:
             message = "the API key sent is not one this server accepts; check it and send again"
         return 401, "unauthorized", message, {"WWW-Authenticate": "Bearer", **_CLOSE}
 
-    async def _refuse(
-        self,
-        scope: Scope,
-        receive: Receive,
-        send: Send,
-        status: int,
-        code: str,
-        message: str,
-        headers: dict[str, str],
-    ) -> None:
-        if self.on_reject is not None:
-            self.on_reject(code)
-        await refusal(scope, status, code, message, headers)(scope, receive, send)
-
 
 @dataclass
 class AnswerCap:
@@ -248,7 +296,7 @@ class AnswerCap:
     arrived takes one. ``on_reject`` hears ``too_many_answers``."""
 
     app: ASGIApp
-    slots: AnswerSlots
+    slots: SlotLimit
     paths: Collection[str]
     on_reject: Callable[[str], None] | None = None
 
@@ -261,20 +309,48 @@ class AnswerCap:
         if not answering:
             await self.app(scope, receive, send)
             return
-        if not self.slots.try_take():
-            if self.on_reject is not None:
-                self.on_reject("too_many_answers")
+        try:
+            lease = await self.slots.acquire()
+        except LimitsUnavailableError as error:
+            await _refuse(self.on_reject, scope, receive, send, *_unavailable(error))
+            return
+        if lease is None:
             message = (
                 f"this server is writing as many answers as it takes at once "
                 f"({self.slots.limit}); try again shortly (REACTOME_ANSWERS_MAX_CONCURRENT_ANSWERS)"
             )
-            headers = {"Retry-After": str(_BUSY_RETRY_S), **_CLOSE}
-            await refusal(scope, 429, "too_many_answers", message, headers)(scope, receive, send)
+            refused = (429, "too_many_answers", message, _retry_after(_BUSY_RETRY_S))
+            await _refuse(self.on_reject, scope, receive, send, *refused)
             return
         try:
             await self.app(scope, receive, send)
         finally:
-            self.slots.give_back()
+            # A client that left cancels the scope around us; the slot is given back anyway.
+            with anyio.CancelScope(shield=True):
+                await self.slots.release(lease)
+
+
+async def _refuse(
+    on_reject: Callable[[str], None] | None,
+    scope: Scope,
+    receive: Receive,
+    send: Send,
+    status: int,
+    code: str,
+    message: str,
+    headers: dict[str, str],
+) -> None:
+    if on_reject is not None:
+        on_reject(code)
+    await refusal(scope, status, code, message, headers)(scope, receive, send)
+
+
+def _unavailable(error: LimitsUnavailableError) -> _Refusal:
+    return 503, "limits_unavailable", str(error), _retry_after(_UNAVAILABLE_RETRY_S)
+
+
+def _retry_after(seconds: float) -> dict[str, str]:
+    return {"Retry-After": str(math.ceil(seconds)), **_CLOSE}
 
 
 def _open(path: str) -> bool:

@@ -6,11 +6,12 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
 from app._deps import CatalogDep, MetricsDep, PipelineDep, SettingsDep
 from app._metrics import CONTENT_TYPE_LATEST
+from app._shared_limits import SharedLimits
 from pipelines.core.errors import ReactomeAnswersError
 from pipelines.core.redaction import redact_secrets
 
@@ -23,7 +24,7 @@ router = APIRouter()
 @router.head("/healthz", include_in_schema=False)
 @router.get("/healthz", summary="Store reachable, collections present, model configured")
 async def healthz(
-    pipeline: PipelineDep, settings: SettingsDep, catalog: CatalogDep
+    pipeline: PipelineDep, settings: SettingsDep, catalog: CatalogDep, request: Request
 ) -> JSONResponse:
     from pipelines.index import store
 
@@ -43,7 +44,18 @@ async def healthz(
     # took it out would leave fewer to answer.
     degraded = await asyncio.to_thread(pipeline.operator.degraded) if healthy else {}
     report["degraded"] = degraded
-    report["status"] = ("degraded" if degraded else "ok") if healthy else "unavailable"
+    # How the answer cap and the rate limits are counted; a Redis they cannot reach leaves
+    # the instance answering (or refusing, as the operator chose) alike with every other,
+    # so it is degraded, not taken out of the pool.
+    limits: SharedLimits | None = request.app.state.shared_limits
+    if limits is None:
+        report["limits"] = {"counted": "per-process"}
+    else:
+        await limits.ping()
+        report["limits"] = limits.describe()
+    limits_degraded = "degraded" in report["limits"]
+    status = "degraded" if degraded or limits_degraded else "ok"
+    report["status"] = status if healthy else "unavailable"
     return JSONResponse(report, status_code=200 if healthy else 503)
 
 

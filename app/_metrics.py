@@ -8,7 +8,10 @@
 - ``reactome_answers_answers_in_progress``: a gauge, summed over worker processes;
 - ``reactome_answers_tokens_streamed_total``: answer tokens sent;
 - ``reactome_answers_rejections_total{reason}``: requests refused before they were read
-  (``unauthorized``, ``rate_limited``, ``too_many_answers``);
+  (``unauthorized``, ``auth_failures``, ``rate_limited``, ``too_many_answers``,
+  ``limits_unavailable``);
+- ``reactome_answers_limits_without_redis_total{outcome}``: limit checks made while the
+  limits' Redis could not be reached (``per_process``: counted in the process; ``refused``);
 - ``reactome_answers_feedback_total{rating}``: ratings users gave answers (``up``, ``down``):
   an answer's first, and each change of it.
 
@@ -105,6 +108,13 @@ class ServerMetrics:
             ["reason"],
             registry=registry,
         )
+        self.without_redis_checks = Counter(
+            "reactome_answers_limits_without_redis",
+            "Limit checks made while the limits' Redis could not be reached, by what was done: "
+            "counted in the process, or refused",
+            ["outcome"],
+            registry=registry,
+        )
         self.feedback = Counter(
             "reactome_answers_feedback",
             "Ratings users gave answers, by rating",
@@ -143,6 +153,9 @@ class ServerMetrics:
 
     def rejected(self, reason: str) -> None:
         self.rejections.labels(reason=reason).inc()
+
+    def without_redis(self, outcome: str) -> None:
+        self.without_redis_checks.labels(outcome=outcome).inc()
 
     def feedback_given(self, rating: str) -> None:
         self.feedback.labels(rating=rating).inc()

@@ -1,5 +1,6 @@
-"""The HTTP server's settings: body and connection limits, timeouts, API keys, rate limits,
-CORS, the proxies to believe, and what the OpenAI protocol adds to an answer.
+"""The HTTP server's settings: body and connection limits, timeouts, API keys, rate limits
+and the Redis that may count them across a fleet, CORS, the proxies to believe, and what
+the OpenAI protocol adds to an answer.
 
 They are read like the pipeline's (:mod:`pipelines.core.settings`: ``REACTOME_ANSWERS_*``
 variables, the same checks and messages) but kept apart, since the pipeline uses none of them.
@@ -10,7 +11,8 @@ Importing this module is what makes these variables known: every command imports
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr, field_validator
 
@@ -62,6 +64,29 @@ class ServerSettings(ReactomeSettings):
         description="wrong or missing API keys per minute from one client address; beyond "
         "it 429 until the minute refills (only with API keys)",
     )
+    redis_url: SecretStr | None = Field(
+        default=None,
+        description="a Redis (or Valkey) every instance shares, redis://[:PASSWORD@]HOST:PORT/DB "
+        "or rediss://... (TLS): the answer cap, the rate limit and wrong keys are then counted "
+        "across every worker and instance using it; unset: counted in each process",
+    )
+    when_redis_down: Literal["per-process", "refuse"] = Field(
+        default="per-process",
+        description="when that Redis cannot be reached: count the limits in each process and "
+        "answer ('per-process'), or refuse with 503 ('refuse')",
+    )
+    redis_prefix: str = Field(
+        default="reactome-answers",
+        pattern=r"^[A-Za-z0-9_.-]{1,64}$",
+        description="what the limits' Redis keys start with: one prefix per fleet sharing a Redis",
+    )
+    answer_lease_s: float = Field(
+        default=15.0,
+        ge=3,
+        le=600,
+        description="with Redis: an answer's slot is a lease renewed every third of this, so "
+        "the slots of a worker that died are free again within this long",
+    )
     forwarded_allow_ips: str = Field(
         default="",
         description="comma-separated addresses of proxies whose X-Forwarded-For and "
@@ -80,6 +105,32 @@ class ServerSettings(ReactomeSettings):
         if value is not None:
             _read_keys(value.get_secret_value())  # a file that cannot be read fails at start
         return value
+
+    @field_validator("redis_url")
+    @classmethod
+    def _check_redis_url(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None:
+            parts = urlsplit(value.get_secret_value())
+            # The message never repeats the url: it may hold a password.
+            if parts.scheme not in ("redis", "rediss", "unix"):
+                raise ValueError(
+                    "give a url starting redis:// (or rediss:// for TLS, unix:// for a socket), "
+                    "such as redis://redis.internal:6379/0"
+                )
+            try:
+                parts.port  # noqa: B018 (a port that is not a number raises here)
+            except ValueError:
+                raise ValueError("the url's port is not a number from 0 to 65535") from None
+            if parts.scheme != "unix" and not parts.hostname:
+                raise ValueError("the url names no host, as in redis://HOST:6379/0")
+        return value
+
+    @property
+    def redis_password(self) -> str | None:
+        """The password in ``redis_url``, to be redacted wherever it could appear."""
+        if self.redis_url is None:
+            return None
+        return urlsplit(self.redis_url.get_secret_value()).password
 
     @property
     def api_key_set(self) -> frozenset[str]:

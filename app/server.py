@@ -33,7 +33,15 @@ from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 
 from app import _ai_sdk, _feedback_api, _health, _openai_api
-from app._access import AccessControl, AnswerCap, AnswerSlots, RateLimiter, answer_paths
+from app._access import (
+    AccessControl,
+    AnswerCap,
+    AnswerSlots,
+    RateLimiter,
+    RequestLimit,
+    SlotLimit,
+    answer_paths,
+)
 from app._deps import share
 from app._errors import add_error_handlers
 from app._http import BodyLimits, RequireJSON
@@ -42,6 +50,7 @@ from app._metrics import ServerMetrics
 from app._native_api import KEEP_ALIVE_S, STREAM_HEADERS, native_router
 from app._request_models import AnswerRequest, answer_request_model
 from app._server_settings import ServerSettings, load_server_settings
+from app._shared_limits import SharedLimits
 from app._web import add_web_client
 from pipelines.catalog.catalog import catalog_for
 from pipelines.core.errors import ReactomeAnswersError
@@ -59,6 +68,7 @@ __all__ = [
     "add_body_limits",
     "add_cors",
     "create_app",
+    "shared_limits_for",
     "worker_app",
 ]
 
@@ -75,14 +85,38 @@ def add_body_limits(app: FastAPI, settings: ServerSettings) -> None:
     )
 
 
+def shared_limits_for(
+    settings: ServerSettings, on_without_redis: Callable[[str], None] | None = None
+) -> SharedLimits | None:
+    """The Redis the limits are counted in across the fleet, when the settings name one
+    (:mod:`app._shared_limits`); None counts them in the process."""
+    if settings.redis_url is None:
+        return None
+    return SharedLimits(
+        settings.redis_url.get_secret_value(),
+        prefix=settings.redis_prefix,
+        when_down=settings.when_redis_down,
+        lease_s=settings.answer_lease_s,
+        on_without_redis=on_without_redis,
+    )
+
+
 def add_access_control(
-    app: FastAPI, settings: ServerSettings, on_reject: Callable[[str], None] | None = None
+    app: FastAPI,
+    settings: ServerSettings,
+    on_reject: Callable[[str], None] | None = None,
+    shared: SharedLimits | None = None,
 ) -> None:
     """API keys and the rate limit, as the settings ask (:class:`app._access.AccessControl`),
-    checked before the body is read; nothing when neither is set."""
+    checked before the body is read, counted in ``shared`` when given; nothing when neither
+    is set."""
     keys = settings.api_key_set
-    rate = RateLimiter(settings.rate_limit) if settings.rate_limit else None
-    failures = RateLimiter(settings.auth_failures_per_minute) if keys else None
+
+    def per_minute(name: str, limit: int) -> RequestLimit:
+        return RateLimiter(limit) if shared is None else shared.buckets(name, limit)
+
+    rate = per_minute("rate", settings.rate_limit) if settings.rate_limit else None
+    failures = per_minute("auth", settings.auth_failures_per_minute) if keys else None
     if keys or rate is not None:
         app.add_middleware(
             AccessControl, keys=keys, rate=rate, auth_failures=failures, on_reject=on_reject
@@ -94,11 +128,14 @@ def add_answer_cap(
     settings: ServerSettings,
     paths: Collection[str],
     on_reject: Callable[[str], None] | None = None,
+    shared: SharedLimits | None = None,
 ) -> None:
     """The cap on answers in progress over ``paths`` (:class:`app._access.AnswerCap`), when
-    set. Added before :func:`add_body_limits`, so that it runs after the body has arrived."""
-    if settings.max_concurrent_answers:
-        slots = AnswerSlots(settings.max_concurrent_answers)
+    set, counted in ``shared`` when given. Added before :func:`add_body_limits`, so that it
+    runs after the body has arrived."""
+    limit = settings.max_concurrent_answers
+    if limit:
+        slots: SlotLimit = AnswerSlots(limit) if shared is None else shared.slots(limit)
         app.add_middleware(AnswerCap, slots=slots, paths=paths, on_reject=on_reject)
 
 
@@ -126,7 +163,7 @@ def create_app(
     server = server or load_server_settings()
     # The server's own API keys, pasted into a question, are redacted from the start event
     # and the logs like any credential: no pattern or variable name would reveal them.
-    redact_also(server.api_key_set)
+    redact_also(server.api_key_set | {server.redis_password or ""})
     shared = pipeline or AnswerPipeline(settings)
     catalog = catalog_for(shared.settings)  # the names the pipeline itself accepts
 
@@ -138,7 +175,9 @@ def create_app(
     )
     metrics = ServerMetrics()
     shared.observers.append(metrics)
+    limits = shared_limits_for(server, metrics.without_redis)
     share(app, settings, server, pipeline=shared, catalog=catalog, metrics=metrics)
+    app.state.shared_limits = limits
 
     app.include_router(native_router(answer_request_model(catalog.names)))
     app.include_router(_openai_api.router)
@@ -150,10 +189,11 @@ def create_app(
 
     # Starlette runs the middleware added last first: metrics, CORS, keys and rate, the body
     # read whole, JSON only, then the answer cap, so a stalled body never holds a slot.
-    add_answer_cap(app, server, answer_paths(app.routes), metrics.rejected)
+    add_answer_cap(app, server, answer_paths(app.routes), metrics.rejected, limits)
     app.add_middleware(RequireJSON)
     add_body_limits(app, server)
-    add_access_control(app, server, metrics.rejected)  # inside CORS: a preflight needs no key
+    # Inside CORS: a preflight needs no key.
+    add_access_control(app, server, metrics.rejected, limits)
     add_cors(app, server)
     app.add_middleware(metrics.middleware)  # outermost: it counts every request and status
 
@@ -171,12 +211,18 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
         # An instance sharing a Chroma server builds the live versions' keyword indexes
         # and chunk tables before it serves, so its first answers rank like the rest.
         await asyncio.to_thread(shared.operator.collection_releases)
-    housekeeping = asyncio.create_task(_housekeeping_every(shared, RETIRED_EVERY_S))
+    tasks = [asyncio.create_task(_housekeeping_every(shared, RETIRED_EVERY_S))]
+    limits: SharedLimits | None = app.state.shared_limits
+    if limits is not None:
+        tasks.append(asyncio.create_task(limits.keep_up()))
     try:
         yield
     finally:
-        housekeeping.cancel()
-        await asyncio.gather(housekeeping, return_exceptions=True)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        if limits is not None:
+            await limits.aclose()
 
 
 async def _housekeeping_every(shared: AnswerPipeline, seconds: float) -> None:

@@ -9,6 +9,9 @@ and cites the first one or two numbered sources it was given. ``behaviour`` make
   (as a careless proxy would), so tests can check the key never reaches a user;
 - ``fail_mid``: stream three words, then drop the connection;
 - ``hang``: accept the request and never answer;
+- ``held``: hold each answer (not the expander) until :attr:`FakeChat.release` is set, then
+  answer normally; :attr:`FakeChat.holding` counts the answers held now. A test fills the
+  answer slots this way and waits for a count rather than a time;
 - ``expander_fails``: HTTP 500 for the expander only; answers normally;
 - ``forge``: answers with :data:`FORGED`, text that tries to pass for SSE frames, markup and
   a citation of a source that does not exist;
@@ -50,6 +53,7 @@ Behaviour = Literal[
     "fail_before",
     "fail_mid",
     "hang",
+    "held",
     "expander_fails",
     "forge",
     "own_sources",
@@ -78,6 +82,9 @@ class FakeChat:
     slow_delay_s: float = 0.02
     requests: list[dict[str, Any]] = field(default_factory=list)
     stop: threading.Event = field(default_factory=threading.Event)
+    release: threading.Event = field(default_factory=threading.Event)
+    holding: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock)
     # miscite: (sentence as written without its marker, the n it cites, the n it came from)
     written: list[tuple[str, int, int]] = field(default_factory=list)
 
@@ -175,6 +182,12 @@ def _handler(fake: FakeChat) -> type[BaseHTTPRequestHandler]:
             if behaviour == "hang" and not expander:
                 fake.stop.wait(120)
                 return
+            if behaviour == "held" and not expander:
+                with fake._lock:
+                    fake.holding += 1
+                fake.release.wait(120)
+                with fake._lock:
+                    fake.holding -= 1
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")
             # Chunked, as real servers stream: a connection dropped mid-body is then an
@@ -259,5 +272,6 @@ def fake_chat(behaviour: Behaviour = "ok") -> Iterator[FakeChat]:
         yield fake
     finally:
         fake.stop.set()
+        fake.release.set()
         server.shutdown()
         server.server_close()

@@ -115,3 +115,54 @@ def chroma_server(folder: Path) -> Iterator[int]:
     finally:
         chroma.kill()
         chroma.wait(timeout=30)
+
+
+@dataclass
+class RedisServer:
+    """Debian's ``redis-server`` on 127.0.0.1, without persistence; :meth:`stop` and
+    :meth:`start` again keep its port (an outage and a recovery)."""
+
+    port: int
+    process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        self.process = subprocess.Popen(
+            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+             "--appendonly", "no"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=1) as sock:
+                    sock.sendall(b"PING\r\n")
+                    if sock.recv(16).startswith(b"+PONG"):
+                        return
+            except OSError:
+                pass
+            if self.process.poll() is not None:
+                raise RuntimeError(f"redis-server on port {self.port} exited at start")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"redis-server on port {self.port} did not answer in 30 s")
+            time.sleep(0.05)
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.kill()
+            self.process.wait(timeout=30)
+            self.process = None
+
+
+@contextmanager
+def redis_server() -> Iterator[RedisServer]:
+    """A fresh ``redis-server`` for the block."""
+    server = RedisServer(free_port())
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()

@@ -1,0 +1,353 @@
+"""The answer cap, the rate limit and failed keys counted across a fleet, in a Redis (or
+Valkey) that every worker and instance shares (``REACTOME_ANSWERS_REDIS_URL``).
+
+Each check is one round trip: a Lua script that reads Redis's own clock (so the instances'
+clocks need not agree), decides, and writes, atomically.
+
+- A rate limit is the same token bucket as :class:`app._access.RateLimiter`, one hash per
+  client (``PREFIX:rate:CLIENT``, ``PREFIX:auth:CLIENT``) that expires once it would be full
+  again.
+- Answer slots are leases: members of one sorted set (``PREFIX:answers``) scored by when they
+  expire. A worker renews the leases it holds every third of ``REACTOME_ANSWERS_ANSWER_LEASE_S``;
+  the leases of a worker that died (``kill -9``) are not renewed, and the next admission after
+  they expire drops them, so its slots come back within one lease of its last renewal. A
+  lease names the host and process holding it, for an operator reading the set.
+
+When Redis cannot be reached, :class:`SharedLimits` goes *down*: every check then counts in
+the process (``REACTOME_ANSWERS_WHEN_REDIS_DOWN=per-process``, the default) or refuses with
+:class:`LimitsUnavailableError` (``refuse``), without waiting on Redis again. A probe pings it
+every :data:`PROBE_EVERY_S`; once it answers, the leases held meanwhile are written to the set
+and the shared limits resume.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+import secrets
+import socket
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Literal
+from urllib.parse import urlsplit
+
+import anyio
+from redis import asyncio as redis_asyncio
+from redis.backoff import NoBackoff
+from redis.exceptions import RedisError
+from redis.retry import Retry
+
+from app._access import AnswerSlots, LimitsUnavailableError, RateLimiter
+from pipelines.core.redaction import one_line
+
+__all__ = [
+    "PROBE_EVERY_S",
+    "REDIS_TIMEOUT_S",
+    "Lease",
+    "SharedBuckets",
+    "SharedLimits",
+    "SharedSlots",
+    "redis_location",
+]
+
+# While Redis is down, how often each worker asks whether it is back: the shared limits
+# resume within this (plus one connection attempt) of Redis answering again.
+PROBE_EVERY_S = 1.0
+# One command's limit, connecting included. A check runs before every request: a Redis that
+# hangs must not hold requests longer than this before they are counted without it.
+REDIS_TIMEOUT_S = 1.0
+
+WhenDown = Literal["per-process", "refuse"]
+
+# KEYS[1]: the client's bucket. ARGV: capacity (requests a minute), 1 to take one or 0 to
+# look. Returns -1 when a request is left, else the milliseconds until one will be.
+_BUCKET = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local capacity = tonumber(ARGV[1])
+local per_ms = capacity / 60000
+local state = redis.call('HMGET', KEYS[1], 'tokens', 'at')
+local tokens = tonumber(state[1]) or capacity
+local at = tonumber(state[2]) or now
+tokens = math.min(capacity, tokens + math.max(0, now - at) * per_ms)
+if tokens < 1 then
+  return math.ceil((1 - tokens) / per_ms)
+end
+if ARGV[2] == '1' then
+  tokens = tokens - 1
+  redis.call('HSET', KEYS[1], 'tokens', tostring(tokens), 'at', tostring(now))
+  redis.call('PEXPIRE', KEYS[1], math.ceil((capacity - tokens) / per_ms) + 1000)
+end
+return -1
+"""
+
+# KEYS[1]: the leases. ARGV: the cap, the lease in ms, the new lease's name. Drops the
+# expired leases, then adds this one if fewer than the cap remain. Returns 1 if taken.
+_TAKE_SLOT = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[1]) then
+  return 0
+end
+redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[3])
+redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[2]))
+return 1
+"""
+
+# KEYS[1]: the leases. ARGV: the lease in ms, then the names of the leases this worker
+# holds. Each expires a lease from now; one taken while Redis was down is added.
+_RENEW_SLOTS = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local until_ms = now + tonumber(ARGV[1])
+for i = 2, #ARGV do
+  redis.call('ZADD', KEYS[1], until_ms, ARGV[i])
+end
+redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[1]))
+return #ARGV - 1
+"""
+
+_UNREACHABLE = (RedisError, OSError, asyncio.TimeoutError)
+
+
+class _RedisDownError(Exception):
+    """Redis cannot be reached; count in the process instead."""
+
+
+def redis_location(url: str) -> str:
+    """``url`` without its user name and password, as it may be shown and logged."""
+    parts = urlsplit(url)
+    if parts.scheme == "unix":
+        return f"unix://{parts.path}"
+    host = parts.hostname or "localhost"
+    port = f":{parts.port}" if parts.port else ""
+    return f"{parts.scheme}://{host}{port}{parts.path or ''}"
+
+
+class SharedLimits:
+    """The Redis the limits share, and whether it answers. ``on_without_redis`` hears
+    ``per_process`` or ``refused`` for each check made without it (the metrics)."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        prefix: str = "reactome-answers",
+        when_down: WhenDown = "per-process",
+        lease_s: float = 15.0,
+        on_without_redis: Callable[[str], None] | None = None,
+    ) -> None:
+        self.location = redis_location(url)
+        self.prefix = prefix
+        self.when_down = when_down
+        self.lease_s = lease_s
+        self.down_why: str | None = None
+        self._on_without_redis = on_without_redis
+        # One retry: a pooled connection that Redis closed (a restart) fails once, and the
+        # retry opens a fresh one; more would only slow the fall back to per-process.
+        self._redis = redis_asyncio.Redis.from_url(
+            url,
+            socket_connect_timeout=REDIS_TIMEOUT_S,
+            socket_timeout=REDIS_TIMEOUT_S,
+            retry=Retry(NoBackoff(), 1),
+        )
+        self._bucket = self._redis.register_script(_BUCKET)
+        self._take_slot = self._redis.register_script(_TAKE_SLOT)
+        self._renew = self._redis.register_script(_RENEW_SLOTS)
+        self._answers = self._key("answers")
+        self._lease_ms = round(lease_s * 1000)
+        self._slots: list[SharedSlots] = []
+        # Host, process and a token: a restarted worker may get a dead one's process id.
+        self._holder = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
+        self._numbers = itertools.count(1)
+
+    # --- what the middlewares ask -------------------------------------------------------
+
+    def buckets(self, name: str, per_minute: int) -> SharedBuckets:
+        """Rate-limit buckets named ``name`` (``rate``, ``auth``), ``per_minute`` each."""
+        return SharedBuckets(self, name, per_minute)
+
+    def slots(self, limit: int) -> SharedSlots:
+        """``limit`` answer slots for the whole fleet."""
+        slots = SharedSlots(self, limit)
+        self._slots.append(slots)
+        return slots
+
+    def describe(self) -> dict[str, str]:
+        """How the limits are counted now, for ``/healthz``."""
+        if self.down_why is None:
+            return {"counted": "shared", "redis": self.location}
+        counted = "refusing" if self.when_down == "refuse" else "per-process"
+        return {"counted": counted, "redis": self.location, "degraded": self.down_why}
+
+    async def ping(self) -> bool:
+        """Ask Redis now (``/healthz``, the probe); True when it answers. It coming back
+        resumes the shared limits; it not answering takes them down."""
+        try:
+            await self._redis.ping()
+        except _UNREACHABLE as error:
+            self._went_down(error)
+            return False
+        if self.down_why is not None:
+            self.down_why = None
+            await self.renew()  # the leases taken meanwhile count again at once
+        return True
+
+    async def renew(self) -> None:
+        for slots in self._slots:
+            await slots.renew()
+
+    async def keep_up(self) -> None:
+        """Renew the leases every third of a lease and, while Redis is down, probe it every
+        :data:`PROBE_EVERY_S`; runs until cancelled."""
+        renew_every = self.lease_s / 3
+        renew_at = anyio.current_time() + renew_every
+        while True:
+            await anyio.sleep(PROBE_EVERY_S)
+            if self.down_why is not None:
+                await self.ping()
+            elif anyio.current_time() >= renew_at:
+                await self.renew()
+                renew_at = anyio.current_time() + renew_every
+
+    async def aclose(self) -> None:
+        await self._redis.aclose()
+
+    # --- the round trips ----------------------------------------------------------------
+
+    async def bucket(self, name: str, client: str, per_minute: int, *, take: bool) -> int:
+        """Milliseconds until ``client`` may ask again, or -1 if it may now (taking one
+        request from its bucket when ``take``)."""
+        keys, args = [self._key(name, client)], [per_minute, int(take)]
+        return await self._call(lambda: self._bucket(keys=keys, args=args))
+
+    async def take_slot(self, limit: int, lease: str) -> bool:
+        """Whether ``lease`` was added to the answers in progress (fewer than ``limit``)."""
+        args: list[int | str] = [limit, self._lease_ms, lease]
+        return bool(await self._call(lambda: self._take_slot(keys=[self._answers], args=args)))
+
+    async def renew_slots(self, leases: list[str]) -> None:
+        """``leases`` expire a lease from now; those missing (taken while Redis was down)
+        are added. Never raises: Redis not answering takes the limits down."""
+        if self.down_why is not None:
+            return
+        try:
+            await self._renew(keys=[self._answers], args=[self._lease_ms, *leases])
+        except _UNREACHABLE as error:
+            self._went_down(error)
+
+    async def drop_slot(self, lease: str) -> None:
+        """``lease`` is given back. Never raises: a lease not dropped expires by itself."""
+        if self.down_why is not None:
+            return
+        try:
+            await self._redis.zrem(self._answers, lease)
+        except _UNREACHABLE as error:
+            self._went_down(error)
+
+    def lease_name(self) -> str:
+        return f"{self._holder}:{next(self._numbers)}"
+
+    async def _call(self, command: Callable[[], Awaitable[int]]) -> int:
+        """``command``'s reply; :class:`_RedisDownError` when Redis is down (known, or found now),
+        or :class:`LimitsUnavailableError` when the operator chose to refuse then."""
+        if self.down_why is None:
+            try:
+                return await command()
+            except _UNREACHABLE as error:
+                self._went_down(error)
+        if self.when_down == "refuse":
+            self._note("refused")
+            raise LimitsUnavailableError(self.down_why)
+        self._note("per_process")
+        raise _RedisDownError
+
+    def _key(self, *parts: str) -> str:
+        return ":".join((self.prefix, *parts))
+
+    def _went_down(self, error: BaseException) -> None:
+        counting = "refusing answers" if self.when_down == "refuse" else "counting per process"
+        self.down_why = (
+            f"Redis at {self.location} cannot be reached ({one_line(error, 160)}); "
+            f"{counting} until it answers"
+        )
+
+    def _note(self, outcome: str) -> None:
+        if self._on_without_redis is not None:
+            self._on_without_redis(outcome)
+
+
+class SharedBuckets:
+    """Token buckets of ``per_minute`` requests per client, in Redis, falling back to
+    :class:`app._access.RateLimiter` in the process while it is down."""
+
+    def __init__(self, shared: SharedLimits, name: str, per_minute: int) -> None:
+        self.per_minute = per_minute
+        self._shared = shared
+        self._name = name
+        self._local = RateLimiter(per_minute)
+
+    async def take(self, client: str) -> float | None:
+        try:
+            return _wait(await self._shared.bucket(self._name, client, self.per_minute, take=True))
+        except _RedisDownError:
+            return self._local.check(client)
+
+    async def wait(self, client: str) -> float | None:
+        try:
+            return _wait(await self._shared.bucket(self._name, client, self.per_minute, take=False))
+        except _RedisDownError:
+            return self._local.wait_s(client)
+
+
+def _wait(reply: int) -> float | None:
+    return None if reply < 0 else reply / 1000
+
+
+@dataclass(frozen=True)
+class Lease:
+    name: str
+    local: bool  # taken while Redis was down, from the process's own slots
+
+
+class SharedSlots:
+    """``limit`` answer slots across the fleet, as leases in Redis; the process's own
+    :class:`app._access.AnswerSlots` while it is down."""
+
+    def __init__(self, shared: SharedLimits, limit: int) -> None:
+        self.limit = limit
+        self._shared = shared
+        self._local = AnswerSlots(limit)
+        self._held: dict[str, Lease] = {}
+        # Renewing and giving back take turns: a renewal sent after a release would bring
+        # the released lease back until it expires.
+        self._turns = asyncio.Lock()
+
+    async def acquire(self) -> Lease | None:
+        name = self._shared.lease_name()
+        try:
+            taken = await self._shared.take_slot(self.limit, name)
+        except _RedisDownError:
+            taken = self._local.try_take()
+            local = True
+        else:
+            local = False
+        if not taken:
+            return None
+        lease = self._held[name] = Lease(name, local)
+        return lease
+
+    async def release(self, lease: object, /) -> None:
+        assert isinstance(lease, Lease), lease
+        self._held.pop(lease.name, None)
+        if lease.local:
+            self._local.give_back()
+        async with self._turns:
+            await self._shared.drop_slot(lease.name)
+
+    async def renew(self) -> None:
+        async with self._turns:
+            if self._held:
+                await self._shared.renew_slots(list(self._held))
