@@ -107,12 +107,13 @@ class LimitsUnavailableError(Exception):
 
 class RequestLimit(Protocol):
     """Requests per minute per client, as :class:`AccessControl` asks: ``take`` one (None if
-    allowed, else the seconds until one would be), or ``wait`` without taking. Either may
-    raise :class:`LimitsUnavailableError`."""
+    allowed, else the seconds until one would be), or ``wait`` without taking. ``take`` for a
+    request that would run an answer (``answering``) may raise
+    :class:`LimitsUnavailableError`."""
 
     per_minute: int
 
-    async def take(self, client: str) -> float | None: ...
+    async def take(self, client: str, *, answering: bool = False) -> float | None: ...
 
     async def wait(self, client: str) -> float | None: ...
 
@@ -163,7 +164,7 @@ class RateLimiter:
         self._keep(client, (tokens - 1.0 if allowed else tokens), now)
         return None if allowed else (1.0 - tokens) / self._rate
 
-    async def take(self, client: str) -> float | None:
+    async def take(self, client: str, *, answering: bool = False) -> float | None:
         return self.check(client)
 
     async def wait(self, client: str) -> float | None:
@@ -214,6 +215,7 @@ class AccessControl:
     rate: RequestLimit | None = None
     auth_failures: RequestLimit | None = None
     on_reject: Callable[[str], None] | None = None
+    answering: Collection[str] = ()  # the answering routes' paths (:func:`answer_paths`)
 
     def __post_init__(self) -> None:
         self._key_bytes = [key.encode() for key in self.keys]
@@ -252,7 +254,8 @@ class AccessControl:
                 await self.auth_failures.take(_address(scope))
             return self._unauthorized(scope)
         if self.rate is not None:
-            wait_s = await self.rate.take(client)
+            answering = scope["method"] == "POST" and path in self.answering
+            wait_s = await self.rate.take(client, answering=answering)
             if wait_s is not None:
                 message = (
                     f"more than {self.rate.per_minute} requests in a minute; try again in "

@@ -12,6 +12,8 @@
   ``limits_unavailable``);
 - ``reactome_answers_limits_without_redis_total{outcome}``: limit checks made while the
   limits' Redis could not be reached (``per_process``: counted in the process; ``refused``);
+- ``reactome_answers_limits_shared{pid}``: per live worker, 1 while it counts the limits in
+  their Redis, 0 while it cannot reach it (only with ``REACTOME_ANSWERS_REDIS_URL``);
 - ``reactome_answers_feedback_total{rating}``: ratings users gave answers (``up``, ``down``):
   an answer's first, and each change of it.
 
@@ -25,6 +27,7 @@ from __future__ import annotations
 import os
 import re
 from contextvars import ContextVar
+from pathlib import Path
 from typing import Any
 
 from prometheus_client import (
@@ -35,7 +38,7 @@ from prometheus_client import (
     Histogram,
     generate_latest,
 )
-from prometheus_client.multiprocess import MultiProcessCollector
+from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from callbacks.events import DoneData
@@ -115,6 +118,12 @@ class ServerMetrics:
             ["outcome"],
             registry=registry,
         )
+        self.limits_shared = Gauge(
+            "reactome_answers_limits_shared",
+            "1 while this process counts the limits in their Redis, 0 while it cannot reach it",
+            multiprocess_mode="liveall",
+            registry=registry,
+        )
         self.feedback = Counter(
             "reactome_answers_feedback",
             "Ratings users gave answers, by rating",
@@ -157,20 +166,45 @@ class ServerMetrics:
     def without_redis(self, outcome: str) -> None:
         self.without_redis_checks.labels(outcome=outcome).inc()
 
+    def limits_shared_now(self, shared: bool) -> None:
+        self.limits_shared.set(1 if shared else 0)
+
     def feedback_given(self, rating: str) -> None:
         self.feedback.labels(rating=rating).inc()
 
     # --- exposition -------------------------------------------------------------------------
 
     def render(self) -> bytes:
-        if _multiprocess_dir() is None:
+        folder = _multiprocess_dir()
+        if folder is None:
             return generate_latest(self.registry)
+        _forget_dead_workers(folder)
         registry = CollectorRegistry()
         MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
         return generate_latest(registry)
 
     def middleware(self, app: ASGIApp) -> ASGIApp:
         return _CountRequests(app, self)
+
+
+def _forget_dead_workers(folder: str) -> None:
+    """Drop the live gauges of workers that died (a crash, ``kill -9``; uvicorn starts
+    another): otherwise their last answers in progress, and whether they counted the limits
+    in Redis, would be added in for ever."""
+    for path in Path(folder).glob("gauge_live*_*.db"):
+        pid = path.stem.rsplit("_", 1)[-1]
+        if pid.isdigit() and not _alive(int(pid)):
+            mark_process_dead(int(pid), folder)  # type: ignore[no-untyped-call]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _endpoint(path: str) -> str:

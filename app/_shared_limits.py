@@ -127,8 +127,9 @@ def redis_location(url: str) -> str:
 
 
 class SharedLimits:
-    """The Redis the limits share, and whether it answers. ``on_without_redis`` hears
-    ``per_process`` or ``refused`` for each check made without it (the metrics)."""
+    """The Redis the limits share, and whether it answers. For the metrics,
+    ``on_without_redis`` hears ``per_process`` or ``refused`` for each check made without it,
+    and ``on_change`` whether the limits are shared, each time that is found out."""
 
     def __init__(
         self,
@@ -138,6 +139,7 @@ class SharedLimits:
         when_down: WhenDown = "per-process",
         lease_s: float = 15.0,
         on_without_redis: Callable[[str], None] | None = None,
+        on_change: Callable[[bool], None] | None = None,
     ) -> None:
         self.location = redis_location(url)
         self.prefix = prefix
@@ -145,6 +147,7 @@ class SharedLimits:
         self.lease_s = lease_s
         self.down_why: str | None = None
         self._on_without_redis = on_without_redis
+        self._on_change = on_change
         # One retry: a pooled connection that Redis closed (a restart) fails once, and the
         # retry opens a fresh one; more would only slow the fall back to per-process.
         self._redis = redis_asyncio.Redis.from_url(
@@ -193,6 +196,8 @@ class SharedLimits:
         if self.down_why is not None:
             self.down_why = None
             await self.renew()  # the leases taken meanwhile count again at once
+        if self._on_change is not None:
+            self._on_change(self.down_why is None)
         return True
 
     async def renew(self) -> None:
@@ -204,6 +209,7 @@ class SharedLimits:
         :data:`PROBE_EVERY_S`; runs until cancelled."""
         renew_every = self.lease_s / 3
         renew_at = anyio.current_time() + renew_every
+        await self.ping()  # whether the limits are shared is known before a request asks
         while True:
             await anyio.sleep(PROBE_EVERY_S)
             if self.down_why is not None:
@@ -217,16 +223,20 @@ class SharedLimits:
 
     # --- the round trips ----------------------------------------------------------------
 
-    async def bucket(self, name: str, client: str, per_minute: int, *, take: bool) -> int:
+    async def bucket(
+        self, name: str, client: str, per_minute: int, *, take: bool, answering: bool = False
+    ) -> int:
         """Milliseconds until ``client`` may ask again, or -1 if it may now (taking one
-        request from its bucket when ``take``)."""
+        request from its bucket when ``take``); ``answering``: for a request that would run
+        an answer."""
         keys, args = [self._key(name, client)], [per_minute, int(take)]
-        return await self._call(lambda: self._bucket(keys=keys, args=args))
+        return await self._call(lambda: self._bucket(keys=keys, args=args), answering=answering)
 
     async def take_slot(self, limit: int, lease: str) -> bool:
         """Whether ``lease`` was added to the answers in progress (fewer than ``limit``)."""
         args: list[int | str] = [limit, self._lease_ms, lease]
-        return bool(await self._call(lambda: self._take_slot(keys=[self._answers], args=args)))
+        command = lambda: self._take_slot(keys=[self._answers], args=args)  # noqa: E731
+        return bool(await self._call(command, answering=True))
 
     async def renew_slots(self, leases: list[str]) -> None:
         """``leases`` expire a lease from now; those missing (taken while Redis was down)
@@ -250,15 +260,17 @@ class SharedLimits:
     def lease_name(self) -> str:
         return f"{self._holder}:{next(self._numbers)}"
 
-    async def _call(self, command: Callable[[], Awaitable[int]]) -> int:
-        """``command``'s reply; :class:`_RedisDownError` when Redis is down (known, or found now),
-        or :class:`LimitsUnavailableError` when the operator chose to refuse then."""
+    async def _call(self, command: Callable[[], Awaitable[int]], *, answering: bool) -> int:
+        """``command``'s reply; :class:`_RedisDownError` when Redis is down (known, or found
+        now), or :class:`LimitsUnavailableError` for a request that would run an answer when
+        the operator chose to refuse those then (the rest, ``/metrics`` and the logs among
+        them, are counted in the process)."""
         if self.down_why is None:
             try:
                 return await command()
             except _UNREACHABLE as error:
                 self._went_down(error)
-        if self.when_down == "refuse":
+        if self.when_down == "refuse" and answering:
             self._note("refused")
             raise LimitsUnavailableError(self.down_why)
         self._note("per_process")
@@ -273,6 +285,8 @@ class SharedLimits:
             f"Redis at {self.location} cannot be reached ({one_line(error, 160)}); "
             f"{counting} until it answers"
         )
+        if self._on_change is not None:
+            self._on_change(False)
 
     def _note(self, outcome: str) -> None:
         if self._on_without_redis is not None:
@@ -289,9 +303,13 @@ class SharedBuckets:
         self._name = name
         self._local = RateLimiter(per_minute)
 
-    async def take(self, client: str) -> float | None:
+    async def take(self, client: str, *, answering: bool = False) -> float | None:
         try:
-            return _wait(await self._shared.bucket(self._name, client, self.per_minute, take=True))
+            return _wait(
+                await self._shared.bucket(
+                    self._name, client, self.per_minute, take=True, answering=answering
+                )
+            )
         except _RedisDownError:
             return self._local.check(client)
 

@@ -85,11 +85,9 @@ def add_body_limits(app: FastAPI, settings: ServerSettings) -> None:
     )
 
 
-def shared_limits_for(
-    settings: ServerSettings, on_without_redis: Callable[[str], None] | None = None
-) -> SharedLimits | None:
+def shared_limits_for(settings: ServerSettings, metrics: ServerMetrics) -> SharedLimits | None:
     """The Redis the limits are counted in across the fleet, when the settings name one
-    (:mod:`app._shared_limits`); None counts them in the process."""
+    (:mod:`app._shared_limits`), reporting to ``metrics``; None counts them in the process."""
     if settings.redis_url is None:
         return None
     return SharedLimits(
@@ -97,7 +95,8 @@ def shared_limits_for(
         prefix=settings.redis_prefix,
         when_down=settings.when_redis_down,
         lease_s=settings.answer_lease_s,
-        on_without_redis=on_without_redis,
+        on_without_redis=metrics.without_redis,
+        on_change=metrics.limits_shared_now,
     )
 
 
@@ -106,10 +105,12 @@ def add_access_control(
     settings: ServerSettings,
     on_reject: Callable[[str], None] | None = None,
     shared: SharedLimits | None = None,
+    answering: Collection[str] = (),
 ) -> None:
     """API keys and the rate limit, as the settings ask (:class:`app._access.AccessControl`),
     checked before the body is read, counted in ``shared`` when given; nothing when neither
-    is set."""
+    is set. ``answering``: the answering routes' paths, refused while ``shared`` cannot be
+    reached if the settings say so."""
     keys = settings.api_key_set
 
     def per_minute(name: str, limit: int) -> RequestLimit:
@@ -119,7 +120,12 @@ def add_access_control(
     failures = per_minute("auth", settings.auth_failures_per_minute) if keys else None
     if keys or rate is not None:
         app.add_middleware(
-            AccessControl, keys=keys, rate=rate, auth_failures=failures, on_reject=on_reject
+            AccessControl,
+            keys=keys,
+            rate=rate,
+            auth_failures=failures,
+            on_reject=on_reject,
+            answering=answering,
         )
 
 
@@ -175,7 +181,7 @@ def create_app(
     )
     metrics = ServerMetrics()
     shared.observers.append(metrics)
-    limits = shared_limits_for(server, metrics.without_redis)
+    limits = shared_limits_for(server, metrics)
     share(app, settings, server, pipeline=shared, catalog=catalog, metrics=metrics)
     app.state.shared_limits = limits
 
@@ -189,11 +195,12 @@ def create_app(
 
     # Starlette runs the middleware added last first: metrics, CORS, keys and rate, the body
     # read whole, JSON only, then the answer cap, so a stalled body never holds a slot.
-    add_answer_cap(app, server, answer_paths(app.routes), metrics.rejected, limits)
+    answering = answer_paths(app.routes)
+    add_answer_cap(app, server, answering, metrics.rejected, limits)
     app.add_middleware(RequireJSON)
     add_body_limits(app, server)
     # Inside CORS: a preflight needs no key.
-    add_access_control(app, server, metrics.rejected, limits)
+    add_access_control(app, server, metrics.rejected, limits, answering)
     add_cors(app, server)
     app.add_middleware(metrics.middleware)  # outermost: it counts every request and status
 
