@@ -93,7 +93,7 @@ demo: $(BIN)/.installed
 # both stacks as the reaction summaries grow to 3x and 10x (the first run writes the copies:
 # about 5 minutes), results/bench-growth.json and .png; then ingestion throughput and peak
 # memory from scratch (another 4 minutes); then `logs stats` over 10,000 logs (2 minutes).
-bench: $(BIN)/.installed
+bench: $(BIN)/.installed install-redis
 	$(BIN)/python -m tests.benchmarks.bench_performance
 	$(BIN)/python -m tests.benchmarks.bench_growth
 	$(BIN)/python -m tests.benchmarks.ingest_throughput --with-reactions
@@ -101,7 +101,7 @@ bench: $(BIN)/.installed
 
 # The same on the bundled sample with fewer questions, in under 2 minutes; CI runs it to
 # report, not to assert.
-bench-quick: $(BIN)/.installed
+bench-quick: $(BIN)/.installed install-redis
 	$(BIN)/python -m tests.benchmarks.bench_performance --quick
 
 # Retrieval, routing, end-to-end and citation quality on the labeled questions over

@@ -50,7 +50,8 @@ class ServerSettings(ReactomeSettings):
     max_concurrent_answers: int = Field(
         default=0,
         ge=0,
-        description="answers in progress at once per server; one more gets 429 at once (0: no cap)",
+        description="answers in progress at once per server process, or per fleet with "
+        "REACTOME_ANSWERS_REDIS_URL; one more gets 429 at once (0: no cap)",
     )
     rate_limit: int = Field(
         default=0,

@@ -18,7 +18,10 @@ Sections (each a ratio or a difference measured in this one process, never a fix
 - finalizer: strip + finalize on a 10,000-character answer with 50 markers;
 - retrieval record (_retrieval_record.py): what the candidates record adds to a request, in
   time (with it against without, interleaved) and in log bytes (its line against the log);
-- serving: concurrent SSE streams against `serve` on 127.0.0.1 (bench_serving.py).
+- serving: concurrent SSE streams against `serve` on 127.0.0.1 (bench_serving.py);
+- limits (_limits_cost.py): what counting the answer cap and the rate limit in a real
+  `redis-server` adds per request, against counting them in the process, and the round
+  trips Redis saw per request (issue 28).
 
 ``--quick`` runs on the bundled sample corpus with fewer questions and tokens and a small
 serving run, in under 2 minutes on a fresh machine; CI runs it to report, not to assert.
@@ -54,7 +57,7 @@ from pipelines.core.tags import RETRIEVAL_TAG
 from pipelines.index.embeddings import MiniLMEmbeddings
 from pipelines.index.store import open_client
 from pipelines.pipeline import AnswerPipeline
-from tests.benchmarks import _answer_speed, _live, _retrieval_record, _stacks
+from tests.benchmarks import _answer_speed, _limits_cost, _live, _retrieval_record, _stacks
 from tests.benchmarks._common import (
     DEFAULT_DATA,
     cache_home,
@@ -316,6 +319,8 @@ def main(argv: list[str] | None = None) -> int:
     results["retrieval_record"] = _retrieval_record.bench_retrieval_record(
         settings, embeddings, questions, rounds=3 if quick else 2
     )
+    print("limits in Redis...", file=sys.stderr)
+    results["limits"] = _limits_cost.bench_limits(requests=1000 if quick else 2000)
     if not quick:
         results["serve_memory"] = [serve_memory(home, workers) for workers in (1, 2)]
     print("serving...", file=sys.stderr)
@@ -382,6 +387,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{finalizer['markers']} markers"
     )
     print(_retrieval_record.report(results["retrieval_record"]))
+    print(_limits_cost.report(results["limits"]))
     for memory in results.get("serve_memory", []):
         each = ", ".join(
             f"{start:.0f} -> {after:.0f}"
