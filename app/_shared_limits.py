@@ -27,6 +27,7 @@ import itertools
 import os
 import secrets
 import socket
+import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Literal
@@ -196,6 +197,11 @@ class SharedLimits:
         if self.down_why is not None:
             self.down_why = None
             await self.renew()  # the leases taken meanwhile count again at once
+            print(
+                f"reactome-answers: Redis at {self.location} answers again: the limits are "
+                "counted across the fleet again",
+                file=sys.stderr,
+            )
         if self._on_change is not None:
             self._on_change(self.down_why is None)
         return True
@@ -281,10 +287,13 @@ class SharedLimits:
 
     def _went_down(self, error: BaseException) -> None:
         counting = "refusing answers" if self.when_down == "refuse" else "counting per process"
+        news = self.down_why is None
         self.down_why = (
             f"Redis at {self.location} cannot be reached ({one_line(error, 160)}); "
             f"{counting} until it answers"
         )
+        if news:  # one line when it goes, not one per request while it is gone
+            print(f"reactome-answers: warning: {self.down_why}", file=sys.stderr)
         if self._on_change is not None:
             self._on_change(False)
 

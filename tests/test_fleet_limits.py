@@ -155,6 +155,23 @@ def test_the_cap_admits_exactly_four_of_twenty_streams_over_both_instances(fleet
     _wait_for(lambda: not _leases(fleet), "the slots given back")
 
 
+def test_a_client_that_leaves_gives_its_slot_back_at_once(fleet: Fleet) -> None:
+    fleet.fake.behaviour = "held"
+    fleet.fake.release.clear()
+    try:
+        url = f"{fleet.instances[1].base}/v1/answer/stream"
+        body = {"question": QUESTION}
+        with httpx.stream("POST", url, json=body, headers=_bearer(), timeout=180) as response:
+            assert response.status_code == 200
+            _wait_for(lambda: fleet.fake.holding == 1, "the answer at the model")
+            assert len(_leases(fleet)) == 1
+        # The client hung up mid-answer. Its worker lives on and would renew a slot it still
+        # held, so the slot going is the worker giving it back, not the lease running out.
+        _wait_for(lambda: not _leases(fleet), "the slot back", timeout_s=60)
+    finally:
+        fleet.fake.release.set()
+
+
 # --- the rate limit -----------------------------------------------------------------------
 
 
@@ -341,3 +358,6 @@ def test_redis_down_answers_go_on_or_are_refused_and_the_cap_resumes(
             let_go.set()
             fleet.fake.release.set()
         assert sorted(reply.status for reply in replies) == [200] * CAP + [429] * (12 - CAP)
+    # Each worker said so once on its way down and once on its way back, in the server's log.
+    assert "refusing answers until it answers" in refusing.stderr
+    assert "answers again: the limits are counted across the fleet again" in refusing.stderr

@@ -119,36 +119,50 @@ def chroma_server(folder: Path) -> Iterator[int]:
 
 @dataclass
 class RedisServer:
-    """Debian's ``redis-server`` on 127.0.0.1, without persistence; :meth:`stop` and
-    :meth:`start` again keep its port (an outage and a recovery)."""
+    """Debian's ``redis-server`` on 127.0.0.1, without persistence, asking for ``password``
+    if given; :meth:`stop` and :meth:`start` again keep its port (an outage and a recovery)."""
 
     port: int
+    password: str | None = None
     process: subprocess.Popen[bytes] | None = None
 
     @property
     def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
+        secret = f":{self.password}@" if self.password else ""
+        return f"redis://{secret}127.0.0.1:{self.port}/0"
 
     def start(self) -> None:
-        self.process = subprocess.Popen(
-            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "no"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )  # fmt: skip
+        argv = ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+                "--appendonly", "no"]  # fmt: skip
+        if self.password:
+            argv += ["--requirepass", self.password]
+        self.process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        hello = (f"AUTH {self.password}\r\n" if self.password else "") + "PING\r\n"
         deadline = time.monotonic() + 30
-        while True:
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=1) as sock:
-                    sock.sendall(b"PING\r\n")
-                    if sock.recv(16).startswith(b"+PONG"):
-                        return
-            except OSError:
-                pass
+        while not self._answers(hello.encode()):
+            problem = None
             if self.process.poll() is not None:
-                raise RuntimeError(f"redis-server on port {self.port} exited at start")
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"redis-server on port {self.port} did not answer in 30 s")
+                problem = "exited at start"
+            elif time.monotonic() > deadline:
+                problem = "did not answer in 30 s"
+            if problem:
+                self.stop()
+                raise RuntimeError(f"redis-server on port {self.port} {problem}")
             time.sleep(0.05)
+
+    def _answers(self, hello: bytes) -> bool:
+        said = b""
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=1) as sock:
+                sock.sendall(hello)
+                while b"+PONG" not in said:
+                    chunk = sock.recv(64)
+                    if not chunk:
+                        return False
+                    said += chunk
+        except OSError:
+            return False
+        return True
 
     def stop(self) -> None:
         if self.process is not None:
@@ -158,9 +172,9 @@ class RedisServer:
 
 
 @contextmanager
-def redis_server() -> Iterator[RedisServer]:
+def redis_server(password: str | None = None) -> Iterator[RedisServer]:
     """A fresh ``redis-server`` for the block."""
-    server = RedisServer(free_port())
+    server = RedisServer(free_port(), password)
     server.start()
     try:
         yield server
