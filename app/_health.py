@@ -54,7 +54,7 @@ async def healthz(
         if limits.down_why is None:
             # Fresh, not the last request's news; while Redis is down the worker's own probe
             # asks every second, and a health check must not wait on an unreachable host.
-            await limits.ping()
+            await limits.probe()
         report["limits"] = limits.describe()
     limits_degraded = "degraded" in report["limits"]
     status = "degraded" if degraded or limits_degraded else "ok"

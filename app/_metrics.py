@@ -24,6 +24,7 @@ up all of them: prometheus-client's multiprocess mode.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from contextvars import ContextVar
@@ -118,12 +119,9 @@ class ServerMetrics:
             ["outcome"],
             registry=registry,
         )
-        self.limits_shared = Gauge(
-            "reactome_answers_limits_shared",
-            "1 while this process counts the limits in their Redis, 0 while it cannot reach it",
-            multiprocess_mode="liveall",
-            registry=registry,
-        )
+        # Made by the first report of it: a server without Redis shows no such gauge, rather
+        # than a 0 that an alert on it would take for an outage.
+        self.limits_shared: Gauge | None = None
         self.feedback = Counter(
             "reactome_answers_feedback",
             "Ratings users gave answers, by rating",
@@ -167,6 +165,13 @@ class ServerMetrics:
         self.without_redis_checks.labels(outcome=outcome).inc()
 
     def limits_shared_now(self, shared: bool) -> None:
+        if self.limits_shared is None:
+            self.limits_shared = Gauge(
+                "reactome_answers_limits_shared",
+                "1 while this process counts the limits in their Redis, 0 while it cannot",
+                multiprocess_mode="liveall",
+                registry=self.registry,
+            )
         self.limits_shared.set(1 if shared else 0)
 
     def feedback_given(self, rating: str) -> None:
@@ -194,7 +199,9 @@ def _forget_dead_workers(folder: str) -> None:
     for path in Path(folder).glob("gauge_live*_*.db"):
         pid = path.stem.rsplit("_", 1)[-1]
         if pid.isdigit() and not _alive(int(pid)):
-            mark_process_dead(int(pid), folder)  # type: ignore[no-untyped-call]
+            # Another worker's scrape may be removing the same files right now.
+            with contextlib.suppress(FileNotFoundError):
+                mark_process_dead(int(pid), folder)  # type: ignore[no-untyped-call]
 
 
 def _alive(pid: int) -> bool:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Any, Literal
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from pydantic import Field, SecretStr, field_validator
 
@@ -127,11 +127,13 @@ class ServerSettings(ReactomeSettings):
         return value
 
     @property
-    def redis_password(self) -> str | None:
-        """The password in ``redis_url``, to be redacted wherever it could appear."""
-        if self.redis_url is None:
-            return None
-        return urlsplit(self.redis_url.get_secret_value()).password
+    def redis_passwords(self) -> frozenset[str]:
+        """The password in ``redis_url``, as written (percent-encoded) and as sent, to be
+        redacted wherever it could appear."""
+        password = (
+            None if self.redis_url is None else urlsplit(self.redis_url.get_secret_value()).password
+        )
+        return frozenset() if password is None else frozenset({password, unquote(password)})
 
     @property
     def api_key_set(self) -> frozenset[str]:

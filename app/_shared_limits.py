@@ -35,12 +35,13 @@ from urllib.parse import urlsplit
 
 import anyio
 from redis import asyncio as redis_asyncio
+from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
-from redis.retry import Retry
 
 from app._access import AnswerSlots, LimitsUnavailableError, RateLimiter
-from pipelines.core.redaction import one_line
+from pipelines.core.redaction import one_line, warn_not_done
 
 __all__ = [
     "PROBE_EVERY_S",
@@ -83,9 +84,18 @@ end
 return -1
 """
 
+# The set lives as long as its last lease, whatever lease length the instance that wrote
+# last was given: an instance with a shorter one must not end the others' leases early.
+_KEEP_SET_UNTIL_LAST_LEASE = """
+local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
+if last[2] then
+  redis.call('PEXPIREAT', KEYS[1], math.floor(tonumber(last[2])))
+end
+"""
 # KEYS[1]: the leases. ARGV: the cap, the lease in ms, the new lease's name. Drops the
 # expired leases, then adds this one if fewer than the cap remain. Returns 1 if taken.
-_TAKE_SLOT = """
+_TAKE_SLOT = (
+    """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
@@ -93,24 +103,46 @@ if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[1]) then
   return 0
 end
 redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[3])
-redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[2]))
+"""
+    + _KEEP_SET_UNTIL_LAST_LEASE
+    + """
 return 1
 """
+)
 
-# KEYS[1]: the leases. ARGV: the lease in ms, then the names of the leases this worker
-# holds. Each expires a lease from now; one taken while Redis was down is added.
-_RENEW_SLOTS = """
+# KEYS[1]: the leases. ARGV: the lease in ms, how many names to renew, those names (the
+# leases this worker holds: each expires a lease from now, one taken while Redis was down is
+# added), then the names to drop (given back while Redis was down).
+_RENEW_SLOTS = (
+    """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local until_ms = now + tonumber(ARGV[1])
-for i = 2, #ARGV do
+local renewing = tonumber(ARGV[2])
+for i = 3, 2 + renewing do
   redis.call('ZADD', KEYS[1], until_ms, ARGV[i])
 end
-redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[1]))
-return #ARGV - 1
+for i = 3 + renewing, #ARGV do
+  redis.call('ZREM', KEYS[1], ARGV[i])
+end
 """
+    + _KEEP_SET_UNTIL_LAST_LEASE
+    + """
+return renewing
+"""
+)
 
+
+# Any Redis error, a refused write (a replica after a failover, out of memory) as much as a
+# lost connection: the probe makes the same kind of write, so it only resumes once they work.
 _UNREACHABLE = (RedisError, OSError, asyncio.TimeoutError)
+# The probe's bucket: a write like every check's, never near its capacity.
+_PROBE_CAPACITY = 10**9
+# What a refused client is told; /healthz and the server's log say where and why.
+_REFUSAL = (
+    "this server cannot count its limits right now (the store they are shared in cannot be "
+    "reached), so it answers nothing; try again shortly"
+)
 
 
 class _RedisDownError(Exception):
@@ -149,18 +181,20 @@ class SharedLimits:
         self.down_why: str | None = None
         self._on_without_redis = on_without_redis
         self._on_change = on_change
-        # One retry: a pooled connection that Redis closed (a restart) fails once, and the
-        # retry opens a fresh one; more would only slow the fall back to per-process.
+        # One retry, on a lost connection only: a pooled connection that Redis closed (a
+        # restart) fails once, and the retry opens a fresh one. Not on a timeout: the script
+        # may have run, and running it twice would take two requests or two slots.
         self._redis = redis_asyncio.Redis.from_url(
             url,
             socket_connect_timeout=REDIS_TIMEOUT_S,
             socket_timeout=REDIS_TIMEOUT_S,
-            retry=Retry(NoBackoff(), 1),
+            retry=Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,)),
         )
         self._bucket = self._redis.register_script(_BUCKET)
         self._take_slot = self._redis.register_script(_TAKE_SLOT)
         self._renew = self._redis.register_script(_RENEW_SLOTS)
         self._answers = self._key("answers")
+        self._probe = self._key("probe")
         self._lease_ms = round(lease_s * 1000)
         self._slots: list[SharedSlots] = []
         # Host, process and a token: a restarted worker may get a dead one's process id.
@@ -186,11 +220,12 @@ class SharedLimits:
         counted = "refusing" if self.when_down == "refuse" else "per-process"
         return {"counted": counted, "redis": self.location, "degraded": self.down_why}
 
-    async def ping(self) -> bool:
-        """Ask Redis now (``/healthz``, the probe); True when it answers. It coming back
-        resumes the shared limits; it not answering takes them down."""
+    async def probe(self) -> bool:
+        """Ask Redis now (``/healthz``, :meth:`keep_up`), with a write like the checks';
+        True when it works. It working again resumes the shared limits; it failing takes
+        them down."""
         try:
-            await self._redis.ping()
+            await self._bucket(keys=[self._probe], args=[_PROBE_CAPACITY, 1])
         except _UNREACHABLE as error:
             self._went_down(error)
             return False
@@ -206,23 +241,30 @@ class SharedLimits:
             self._on_change(self.down_why is None)
         return True
 
-    async def renew(self) -> None:
-        for slots in self._slots:
-            await slots.renew()
+    async def renew(self) -> bool:
+        """Renew the leases held here and drop those given back while Redis was down; False
+        when there were none."""
+        sent = [await slots.renew() for slots in self._slots]
+        return any(sent)
 
     async def keep_up(self) -> None:
-        """Renew the leases every third of a lease and, while Redis is down, probe it every
+        """Renew the leases every third of a lease (probing instead when there are none, so
+        an idle worker notices an outage too) and, while Redis is down, probe it every
         :data:`PROBE_EVERY_S`; runs until cancelled."""
         renew_every = self.lease_s / 3
         renew_at = anyio.current_time() + renew_every
-        await self.ping()  # whether the limits are shared is known before a request asks
+        await self.probe()  # whether the limits are shared is known before a request asks
         while True:
             await anyio.sleep(PROBE_EVERY_S)
-            if self.down_why is not None:
-                await self.ping()
-            elif anyio.current_time() >= renew_at:
-                await self.renew()
-                renew_at = anyio.current_time() + renew_every
+            try:
+                if self.down_why is not None:
+                    await self.probe()
+                elif anyio.current_time() >= renew_at:
+                    if not await self.renew():
+                        await self.probe()
+                    renew_at = anyio.current_time() + renew_every
+            except Exception as error:  # a bug must not end the renewals: leases would lapse
+                warn_not_done("the limits' leases not renewed", error)
 
     async def aclose(self) -> None:
         await self._redis.aclose()
@@ -244,24 +286,19 @@ class SharedLimits:
         command = lambda: self._take_slot(keys=[self._answers], args=args)  # noqa: E731
         return bool(await self._call(command, answering=True))
 
-    async def renew_slots(self, leases: list[str]) -> None:
-        """``leases`` expire a lease from now; those missing (taken while Redis was down)
-        are added. Never raises: Redis not answering takes the limits down."""
+    async def renew_slots(self, leases: list[str], drop: list[str]) -> bool:
+        """``leases`` expire a lease from now (those missing, taken while Redis was down,
+        are added) and ``drop`` are given back, in one round trip; False when that could not
+        be done. Never raises: Redis failing takes the limits down."""
         if self.down_why is not None:
-            return
+            return False
+        args: list[int | str] = [self._lease_ms, len(leases), *leases, *drop]
         try:
-            await self._renew(keys=[self._answers], args=[self._lease_ms, *leases])
+            await self._renew(keys=[self._answers], args=args)
         except _UNREACHABLE as error:
             self._went_down(error)
-
-    async def drop_slot(self, lease: str) -> None:
-        """``lease`` is given back. Never raises: a lease not dropped expires by itself."""
-        if self.down_why is not None:
-            return
-        try:
-            await self._redis.zrem(self._answers, lease)
-        except _UNREACHABLE as error:
-            self._went_down(error)
+            return False
+        return True
 
     def lease_name(self) -> str:
         return f"{self._holder}:{next(self._numbers)}"
@@ -278,7 +315,7 @@ class SharedLimits:
                 self._went_down(error)
         if self.when_down == "refuse" and answering:
             self._note("refused")
-            raise LimitsUnavailableError(self.down_why)
+            raise LimitsUnavailableError(_REFUSAL)
         self._note("per_process")
         raise _RedisDownError
 
@@ -348,6 +385,7 @@ class SharedSlots:
         self._shared = shared
         self._local = AnswerSlots(limit)
         self._held: dict[str, Lease] = {}
+        self._given_back: set[str] = set()  # while Redis was down: dropped once it is back
         # Renewing and giving back take turns: a renewal sent after a release would bring
         # the released lease back until it expires.
         self._turns = asyncio.Lock()
@@ -372,9 +410,17 @@ class SharedSlots:
         if lease.local:
             self._local.give_back()
         async with self._turns:
-            await self._shared.drop_slot(lease.name)
+            if not await self._shared.renew_slots([], drop=[lease.name]):
+                # Left in Redis it would hold a slot of the fleet's until it expired.
+                self._given_back.add(lease.name)
 
-    async def renew(self) -> None:
+    async def renew(self) -> bool:
+        """Renew the leases held here (dropping those given back meanwhile); False when
+        there is nothing to send."""
         async with self._turns:
-            if self._held:
-                await self._shared.renew_slots(list(self._held))
+            if not self._held and not self._given_back:
+                return False
+            dropping = list(self._given_back)
+            if await self._shared.renew_slots(list(self._held), drop=dropping):
+                self._given_back.difference_update(dropping)
+            return True

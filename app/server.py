@@ -169,7 +169,7 @@ def create_app(
     server = server or load_server_settings()
     # The server's own API keys, pasted into a question, are redacted from the start event
     # and the logs like any credential: no pattern or variable name would reveal them.
-    redact_also(server.api_key_set | {server.redis_password or ""})
+    redact_also(server.api_key_set | server.redis_passwords)
     shared = pipeline or AnswerPipeline(settings)
     catalog = catalog_for(shared.settings)  # the names the pipeline itself accepts
 

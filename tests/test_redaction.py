@@ -21,6 +21,8 @@ from tests.support.sse import parse_sse
         "Authorization: Basic dXNlcjpwYXNzd29yZA==",
         "cannot reach https://alice:hunter2secret@models.example/v1",
         "GET /v1/models?api_key=abc123secret&x=1",
+        "Redis at redis://:hunter2secret@cache:6379/0 refused",
+        "rediss://cache:6380/0?password=abc123secret",
     ],
 )
 def test_credentials_shaped_like_credentials_are_redacted(text: str) -> None:

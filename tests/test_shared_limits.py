@@ -227,7 +227,7 @@ def test_refuse_mode_refuses_while_redis_is_down(redis: RedisServer) -> None:
                     assert await buckets.take("key:a") is None
                     assert worker_own.describe()["counted"] == "refusing"
                     own.start()
-                    assert await worker_own.ping()
+                    assert await worker_own.probe()
                     assert await slots.acquire() is not None
                     assert worker_own.describe() == {"counted": "shared", "redis": own.url}
                 finally:
@@ -248,7 +248,7 @@ def test_leases_taken_while_redis_was_down_count_once_it_is_back() -> None:
                 assert isinstance(local_lease, Lease)
                 assert local_lease.local
                 own.start()  # an empty Redis: the outage lost what it held
-                assert await one.ping()
+                assert await one.probe()
                 names = set(await _leases(own.url, one.prefix))
                 assert names == {getattr(shared_lease, "name", None), local_lease.name}
                 # Both count against the fleet's cap again at once.
@@ -259,6 +259,75 @@ def test_leases_taken_while_redis_was_down_count_once_it_is_back() -> None:
     _run(test)
 
 
+def test_a_restarted_redis_is_used_again_without_counting_per_process() -> None:
+    heard: list[str] = []
+
+    async def test() -> None:
+        with redis_server() as own:
+            async with _workers(own.url, count=1, on_without_redis=heard.append) as (worker,):
+                buckets = worker.buckets("rate", 100)
+                # Several requests at once: the client keeps that many connections open.
+                assert (
+                    await asyncio.gather(*(buckets.take("key:a") for _ in range(8))) == [None] * 8
+                )
+                own.stop()
+                own.start()  # every pooled connection is now a closed one
+                verdicts = await asyncio.gather(*(buckets.take("key:a") for _ in range(8)))
+                assert verdicts == [None] * 8
+                assert worker.describe()["counted"] == "shared"
+
+    _run(test)
+    assert heard == []  # each stale connection was retried once, on a fresh one
+
+
+def test_a_slot_given_back_while_redis_was_down_is_dropped_once_it_is_back(
+    redis: RedisServer,
+) -> None:
+    async def test() -> None:
+        async with _workers(redis.url, lease_s=60.0) as (one, other):
+            slots = one.slots(1)
+            lease = await slots.acquire()
+            assert isinstance(lease, Lease)
+            async with _writes_refused(redis.url):  # Redis keeps its data, takes no writes
+                await slots.release(lease)  # cannot be told now
+                assert one.describe()["counted"] == "per-process"
+            assert set(await _leases(redis.url, one.prefix)) == {lease.name}
+            assert await one.probe()
+            # Told as soon as it is back, not left to hold the fleet's slot for a lease.
+            assert await _leases(redis.url, one.prefix) == {}
+            assert await other.slots(1).acquire() is not None
+
+    _run(test)
+
+
+def test_a_redis_that_answers_but_refuses_writes_is_down(redis: RedisServer) -> None:
+    async def test() -> None:
+        async with _workers(redis.url, count=1) as (worker,):
+            buckets = worker.buckets("rate", 5)
+            assert await buckets.take("key:a") is None
+            async with _writes_refused(redis.url):
+                assert await buckets.take("key:a") is None  # counted in the process
+                assert worker.describe()["counted"] == "per-process"
+                assert not await worker.probe()  # a PING would have said it is fine
+            assert await worker.probe()
+            assert worker.describe()["counted"] == "shared"
+
+    _run(test)
+
+
+@asynccontextmanager
+async def _writes_refused(url: str) -> AsyncIterator[None]:
+    """Redis answers PING and reads but refuses every write (NOREPLICAS), as a replica or a
+    full Redis would."""
+    admin = redis_asyncio.Redis.from_url(url)
+    try:
+        await admin.config_set("min-replicas-to-write", 1)
+        yield
+    finally:
+        await admin.config_set("min-replicas-to-write", 0)
+        await admin.aclose()
+
+
 def test_the_redis_password_is_never_shown(capsys: pytest.CaptureFixture[str]) -> None:
     password = "pw-5e1f9a7c3b"
 
@@ -266,12 +335,12 @@ def test_the_redis_password_is_never_shown(capsys: pytest.CaptureFixture[str]) -
         with redis_server(password=password) as own:
             wrong = own.url.replace(password, "wrong-pw-77aa31")
             async with _workers(wrong, count=1) as (refused,):
-                assert not await refused.ping()
+                assert not await refused.probe()
                 described = refused.describe()
                 assert "WRONGPASS" in described["degraded"] or "invalid" in described["degraded"]
                 assert "wrong-pw" not in repr(described)
             async with _workers(own.url, count=1) as (allowed,):
-                assert await allowed.ping()
+                assert await allowed.probe()
                 assert allowed.describe() == {
                     "counted": "shared",
                     "redis": f"redis://127.0.0.1:{own.port}/0",
@@ -280,7 +349,7 @@ def test_the_redis_password_is_never_shown(capsys: pytest.CaptureFixture[str]) -
     _run(test)
     settings = load_server_settings(redis_url=f"redis://:{password}@cache:6379/0")
     assert password not in repr(settings) + str(settings.model_dump())
-    assert settings.redis_password == password
+    assert password in settings.redis_passwords
     said = capsys.readouterr()
     assert "cannot be reached" in said.err  # the one line the worker writes when it goes
     assert password not in said.err + said.out

@@ -16,8 +16,8 @@ _SECRET_NAME_RE = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL", re.IGNOREC
 _SECRET_SHAPE_RE = re.compile(
     r"\bsk-[A-Za-z0-9_\-]{6,}"  # an OpenAI-style key
     r"|(?<=Bearer )[^\s'\",]+|(?<=Basic )[A-Za-z0-9+/=]{8,}"  # Authorization values
-    r"|(?<=://)[^/\s:@]+:[^/\s@]+(?=@)"  # user:password@ in a URL
-    r"|(?<=[?&])(?:api[_-]?key|access_token|token|key)=[^&\s]+",  # a key in a query string
+    r"|(?<=://)[^/\s:@]*:[^/\s@]+(?=@)"  # [user]:password@ in a URL (redis://:pw@host)
+    r"|(?<=[?&])(?:api[_-]?key|access_token|token|key|password)=[^&\s]+",  # in a query string
     re.IGNORECASE,
 )
 _REDACTED = "[redacted]"

@@ -43,23 +43,41 @@ async def _send(_message: Any) -> None:
     return None
 
 
-def _scope(method: str, path: str) -> dict[str, Any]:
-    return {"type": "http", "method": method, "path": path, "headers": [],
+_KEY = "bench-key-3f9c1d"
+
+
+def _scope(method: str, path: str, keyed: bool) -> dict[str, Any]:
+    headers = [(b"authorization", f"Bearer {_KEY}".encode())] if keyed else []
+    return {"type": "http", "method": method, "path": path, "headers": headers,
             "client": ("127.0.0.1", 50000)}  # fmt: skip
 
 
-def _stack(rate: RequestLimit | None, slots: SlotLimit | None) -> Callable[..., Any]:
-    app: Any = _nothing
-    if slots is not None:
-        app = AnswerCap(app, slots=slots, paths=_PATHS)
-    if rate is not None:
-        app = AccessControl(app, rate=rate, answering=_PATHS)
-    return app  # type: ignore[no-any-return]
+def _ways(shared: SharedLimits, keyed: bool) -> dict[str, Callable[..., Any]]:
+    """The same middlewares with no limits, limits per process and limits in Redis; with
+    API keys the wrong-key limit comes along, as ``serve`` adds it."""
+    keys = [_KEY] if keyed else []
+
+    def stack(per_minute: Callable[[str], RequestLimit] | None, slots: SlotLimit | None) -> Any:
+        app: Any = _nothing
+        if slots is not None:
+            app = AnswerCap(app, slots=slots, paths=_PATHS)
+        if per_minute is not None or keyed:
+            rate = per_minute("rate") if per_minute else None
+            failures = per_minute("auth") if per_minute and keyed else None
+            app = AccessControl(app, keys, rate=rate, auth_failures=failures, answering=_PATHS)
+        return app
+
+    return {
+        "none": stack(None, None),
+        "per_process": stack(lambda _: RateLimiter(_UNLIMITED), AnswerSlots(_UNLIMITED)),
+        "redis": stack(lambda name: shared.buckets(name, _UNLIMITED), shared.slots(_UNLIMITED)),
+    }
 
 
 # What the scripts call inside Redis: commandstats counts those too, but they are no round
 # trip. Everything else (EVALSHA, ZREM, INFO...) came from a client.
-_INSIDE_SCRIPTS = {"time", "hmget", "hset", "pexpire", "zremrangebyscore", "zcard", "zadd"}
+_INSIDE_SCRIPTS = {"time", "hmget", "hset", "pexpire", "pexpireat", "zremrangebyscore",
+                   "zcard", "zadd", "zrem", "zrange"}  # fmt: skip
 
 
 def _commands(url: str) -> int:
@@ -80,49 +98,61 @@ async def _time_per_request(app: Callable[..., Any], scope: dict[str, Any], requ
     return (time.perf_counter() - start) / requests * 1e6
 
 
+_CASES = {
+    "answer": ("POST", "/v1/answer", False),
+    "other": ("GET", "/v1/collections", False),
+    "answer_keyed": ("POST", "/v1/answer", True),
+    "other_keyed": ("GET", "/v1/collections", True),
+}
+
+
 async def _measure(url: str, requests: int, rounds: int) -> dict[str, Any]:
     shared = SharedLimits(url, prefix="bench-limits")
     try:
-        ways = {
-            "none": _stack(None, None),
-            "per_process": _stack(RateLimiter(_UNLIMITED), AnswerSlots(_UNLIMITED)),
-            "redis": _stack(shared.buckets("rate", _UNLIMITED), shared.slots(_UNLIMITED)),
+        stacks = {keyed: _ways(shared, keyed) for keyed in (False, True)}
+        scopes = {
+            case: _scope(method, path, keyed) for case, (method, path, keyed) in _CASES.items()
         }
-        kinds = {"answer": _scope("POST", "/v1/answer"), "other": _scope("GET", "/v1/collections")}
-        for app in ways.values():  # warm: scripts loaded, connections open
-            for scope in kinds.values():
+        ways = {case: stacks[keyed] for case, (_, _, keyed) in _CASES.items()}
+        for case, scope in scopes.items():  # warm: scripts loaded, connections open
+            for app in ways[case].values():
                 await _time_per_request(app, scope, 50)
-        us: dict[str, dict[str, list[float]]] = {k: {w: [] for w in ways} for k in kinds}
+        us: dict[str, dict[str, list[float]]] = {c: {w: [] for w in stacks[False]} for c in _CASES}
         for _ in range(rounds):
-            for kind, scope in kinds.items():
-                for way, app in ways.items():
-                    us[kind][way].append(await _time_per_request(app, scope, requests))
-        pinger = redis_asyncio.Redis.from_url(url)
-        try:
-            await pinger.ping()
-            start = time.perf_counter()
-            for _ in range(requests):
-                await pinger.ping()
-            ping_us = (time.perf_counter() - start) / requests * 1e6
-        finally:
-            await pinger.aclose()
+            for case, scope in scopes.items():
+                for way, app in ways[case].items():
+                    us[case][way].append(await _time_per_request(app, scope, requests))
+        ping_us = await _ping_us(url, requests)
         trips = {}
-        for kind, scope in kinds.items():
+        for case, scope in scopes.items():
             before = _commands(url)
-            await _time_per_request(ways["redis"], scope, requests)
-            trips[kind] = (_commands(url) - before - 1) / requests  # less INFO itself
+            await _time_per_request(ways[case]["redis"], scope, requests)
+            trips[case] = (_commands(url) - before - 1) / requests  # less INFO itself
     finally:
         await shared.aclose()
     result: dict[str, Any] = {"requests": requests, "rounds": rounds, "ping_us": ping_us}
-    for kind, by_way in us.items():
+    for case, by_way in us.items():
         p50 = {way: statistics.median(values) for way, values in by_way.items()}
-        result[kind] = {
+        result[case] = {
             **{f"{way}_us": p50[way] for way in p50},
             "redis_added_us": p50["redis"] - p50["per_process"],
             "ratio_to_per_process": p50["redis"] / p50["per_process"],
-            "round_trips": trips[kind],
+            "round_trips": trips[case],
         }
     return result
+
+
+async def _ping_us(url: str, requests: int) -> float:
+    """A bare PING's round trip from the same client library, for scale."""
+    pinger = redis_asyncio.Redis.from_url(url)
+    try:
+        await pinger.ping()
+        start = time.perf_counter()
+        for _ in range(requests):
+            await pinger.ping()
+        return (time.perf_counter() - start) / requests * 1e6
+    finally:
+        await pinger.aclose()
 
 
 def bench_limits(requests: int = 2000, rounds: int = 5) -> dict[str, Any]:
@@ -140,8 +170,13 @@ def report(result: dict[str, Any]) -> str:
         f"Limits in Redis (redis-server on 127.0.0.1), µs per request, median of "
         f"{result['rounds']} rounds of {result['requests']:,}:"
     ]
-    for kind, what in (("answer", "an answer (rate + cap)"), ("other", "any other (rate)")):
-        run = result[kind]
+    for case, what in (
+        ("answer", "an answer (rate + cap)"),
+        ("other", "any other (rate)"),
+        ("answer_keyed", "an answer with API keys (wrong keys + rate + cap)"),
+        ("other_keyed", "any other with API keys (wrong keys + rate)"),
+    ):
+        run = result[case]
         lines.append(
             f"  {what}: none {run['none_us']:.1f}, per process {run['per_process_us']:.1f}, "
             f"Redis {run['redis_us']:.1f}: Redis adds {run['redis_added_us']:.1f} µs "
