@@ -126,25 +126,34 @@ def _answered_whole(reply: Reply) -> bool:
 # --- the cap ------------------------------------------------------------------------------
 
 
-def test_the_cap_admits_exactly_four_of_twenty_streams_over_both_instances(fleet: Fleet) -> None:
+def _burst(fleet: Fleet, bases: list[str], streams: int) -> list[Reply]:
+    """``streams`` streamed answers at once, spread over ``bases``: once every status is in
+    and the admitted answers are all held at the model (so none has ended and freed its
+    slot), the model lets them go and the replies are read whole."""
     fleet.fake.behaviour = "held"
     fleet.fake.release.clear()
     let_go = threading.Event()
     heard: list[int] = []
     try:
-        with ThreadPoolExecutor(max_workers=20) as pool:
+        with ThreadPoolExecutor(max_workers=streams) as pool:
             futures = [
-                pool.submit(_stream, fleet.instances[n % 2].base, let_go, heard) for n in range(20)
+                pool.submit(_stream, bases[n % len(bases)], let_go, heard) for n in range(streams)
             ]
-            # Every refusal is in and the admitted answers are all at the model, held there.
-            _wait_for(lambda: len(heard) == 20 and fleet.fake.holding == CAP, "20 statuses")
-            assert len(_leases(fleet)) == CAP
+            _wait_for(
+                lambda: len(heard) == streams and fleet.fake.holding == heard.count(200),
+                f"{streams} statuses",
+            )
+            assert len(_leases(fleet)) == heard.count(200)
             let_go.set()
             fleet.fake.release.set()
-            replies = [future.result() for future in futures]
+            return [future.result() for future in futures]
     finally:
         let_go.set()
         fleet.fake.release.set()
+
+
+def test_the_cap_admits_exactly_four_of_twenty_streams_over_both_instances(fleet: Fleet) -> None:
+    replies = _burst(fleet, [instance.base for instance in fleet.instances], 20)
     admitted = [reply for reply in replies if reply.status == 200]
     refused = [reply for reply in replies if reply.status == 429]
     assert len(admitted) == CAP
@@ -341,22 +350,7 @@ def test_redis_down_answers_go_on_or_are_refused_and_the_cap_resumes(
         assert _health(refusing.base)["limits"]["counted"] == "shared"  # type: ignore[index]
 
         # The cap holds across all three instances again: four held, every other refused.
-        fleet.fake.behaviour = "held"
-        fleet.fake.release.clear()
-        let_go = threading.Event()
-        heard: list[int] = []
-        try:
-            with ThreadPoolExecutor(max_workers=12) as pool:
-                futures = [
-                    pool.submit(_stream, everyone[n % 3].base, let_go, heard) for n in range(12)
-                ]
-                _wait_for(lambda: len(heard) == 12 and fleet.fake.holding == CAP, "12 statuses")
-                let_go.set()
-                fleet.fake.release.set()
-                replies = [future.result() for future in futures]
-        finally:
-            let_go.set()
-            fleet.fake.release.set()
+        replies = _burst(fleet, [instance.base for instance in everyone], 12)
         assert sorted(reply.status for reply in replies) == [200] * CAP + [429] * (12 - CAP)
     # Each worker said so once on its way down and once on its way back, in the server's log.
     assert "refusing answers until it answers" in refusing.stderr
