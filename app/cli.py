@@ -20,6 +20,7 @@ from app._ask_command import add_ask_arguments, cmd_ask
 from app._chat_command import add_chat_arguments, cmd_chat
 from app._ingest_commands import add_ingest_arguments, cmd_collections, cmd_ingest
 from app._logs_commands import add_logs_arguments, add_replay_arguments, cmd_logs, cmd_replay
+from app._mcp_command import cmd_mcp
 from app._options import SETTING_FIELDS, CommandParser, port_number, worker_count
 from app._server_settings import load_server_settings
 from app._terminal import guard_output
@@ -148,6 +149,12 @@ _COMMANDS: dict[str, tuple[str, _Handler, _Arguments | None]] = {
         "candidates or the model's input, or ask it again on this release (--rerun)",
         cmd_replay,
         add_replay_arguments,
+    ),
+    "mcp": (
+        "serve the tools ask_reactome and search_reactome over MCP's stdio transport, for an "
+        "assistant that starts this command",
+        cmd_mcp,
+        None,
     ),
     "schema": ("print the JSON Schema of one event of the answer stream", _cmd_schema, None),
     "config": (

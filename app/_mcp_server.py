@@ -1,0 +1,276 @@
+"""The pipeline as tools of the Model Context Protocol, on the official ``mcp`` SDK: a thin
+adapter like the OpenAI and AI SDK ones (decision 0017).
+
+- ``ask_reactome``: a cited answer. Its text content is the answer with its final markers
+  and then its Sources list; its structured content (with an output schema) is the ``done``
+  data: ``state``, ``text``, ``references``, ``evidence``. A refusal or nothing found is an
+  ordinary result saying so; a failure is a tool error with our one-line message. When the
+  client sends a progress token, progress notifications say when retrieval is done (with how
+  many sources) and then carry the answer as it streams.
+- ``search_reactome``: the sources the retriever keeps for a query, numbered as an answer's
+  ``citation`` events would be, with a snippet and the collection, and no answer.
+- the resource ``reactome://collections``: what is ingested, with releases.
+
+Arguments that do not fit a tool's schema are the protocol's invalid-params error (-32602)
+naming them, not a tool error, so an assistant knows to fix the call rather than the question.
+"""
+
+# No ``from __future__ import annotations``: the SDK builds each tool's schema from its
+# signature, whose annotations name a description made when the server is built.
+import json
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Annotated, Any, Literal
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS, CallToolResult, TextContent, ToolAnnotations
+from pydantic import BaseModel, Field, ValidationError
+
+from app._links import sources_markdown
+from callbacks.events import (
+    CitationEvent,
+    DoneData,
+    DoneEvent,
+    ErrorEvent,
+    EvidenceData,
+    Reference,
+    TokenEvent,
+)
+from pipelines.catalog.catalog import Catalog
+from pipelines.citations.sources import number_sources
+from pipelines.core.errors import ReactomeAnswersError
+from pipelines.core.options import RequestOptions
+from pipelines.core.redaction import redact_secrets
+from pipelines.pipeline import AnswerPipeline
+
+__all__ = ["COLLECTIONS_URI", "mcp_server"]
+
+COLLECTIONS_URI = "reactome://collections"
+_SNIPPET_CHARS = 300
+
+_INSTRUCTIONS = (
+    "Reactome is a curated, peer-reviewed knowledgebase of human biological pathways and "
+    "reactions: how molecules interact, which genes and proteins take part, and what goes "
+    "wrong in disease. Use ask_reactome for questions about human biology, genes, proteins, "
+    "pathways, reactions and the diseases that disturb them, and for how to use the Reactome "
+    "website; every [n] marker in its answer points at a real Reactome entity listed under "
+    "Sources. Use search_reactome to find Reactome entities to cite in an answer of your own."
+)
+
+
+class Turn(BaseModel):
+    role: Literal["user", "assistant"] = Field(description="who said it")
+    content: str = Field(min_length=1, description="what was said")
+
+
+class SearchHit(BaseModel):
+    n: int = Field(description="its number, as an answer's citation events number it")
+    st_id: str | None = Field(description="its Reactome stable id (R-HSA-...), if it has one")
+    url: str | None = Field(description="its user-guide page, for user-guide sources")
+    title: str = Field(description="its name in Reactome")
+    collection: str = Field(description="the collection it was found in")
+    snippet: str = Field(description="the start of the text it was found by")
+
+
+class SearchResult(BaseModel):
+    query: str
+    sources: list[SearchHit] = Field(description="best first")
+
+
+class Answer(BaseModel):
+    state: str = Field(description="answered, nothing_found, refused or failed")
+    text: str = Field(description="the answer; its [n] markers are the references' n")
+    references: list[Reference] = Field(description="the sources the answer cites, by n")
+    evidence: list[EvidenceData] = Field(
+        default_factory=list, description="for each (sentence, cited source), the passage"
+    )
+
+
+def _describe(catalog: Catalog) -> str:
+    return "; ".join(f"{definition.name}: {definition.description}" for definition in catalog)
+
+
+def mcp_server(pipeline: AnswerPipeline, catalog: Catalog) -> MCPServer:
+    """A server whose tools ask ``pipeline``; ``catalog`` names the collections it takes."""
+    server = MCPServer(
+        "reactome-answers",
+        instructions=_INSTRUCTIONS,
+        log_level="WARNING",
+        middleware=[_invalid_params(lambda: server)],
+    )
+    names = ", ".join(catalog.names)
+    collections_help = (
+        f"search only these collections ({names}); omit to let the question choose. "
+        f"{_describe(catalog)}"
+    )
+
+    @server.tool(
+        description="Answer a question about human biology, pathways, reactions, genes, "
+        "proteins or diseases (or about using the Reactome website) from Reactome, with "
+        "numbered citations that always point at real Reactome entities. Returns the answer "
+        "with [n] markers followed by its Sources list; the structured result has the "
+        "references and, for each cited sentence, the passage of the source behind it. "
+        "Questions asking for personal medical advice are refused. User-guide answers cite "
+        "nothing unless cite_urls is true.",
+        annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False),
+    )
+    async def ask_reactome(
+        question: Annotated[str, Field(min_length=1, description="the question, in plain words")],
+        ctx: Context,
+        history: Annotated[
+            list[Turn] | None,
+            Field(description="earlier turns of the conversation, oldest first"),
+        ] = None,
+        collections: Annotated[list[str] | None, Field(description=collections_help)] = None,
+        cite_urls: Annotated[
+            bool, Field(description="number user-guide pages as sources, cited by link")
+        ] = False,
+    ) -> Annotated[CallToolResult, Answer]:
+        options = RequestOptions(
+            history=tuple((turn.role, turn.content) for turn in history or ()),
+            collections=_checked(catalog, collections),
+            cite_urls=cite_urls,
+        )
+        return await _answer(pipeline, question, options, ctx.report_progress)
+
+    @server.tool(
+        description="Find the Reactome entities (pathways, reactions, disease variants, "
+        "user-guide pages) that match a query, best first, without writing an answer: for an "
+        "assistant that writes its own answer and cites Reactome by stable id.",
+        annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False),
+    )
+    async def search_reactome(
+        query: Annotated[str, Field(min_length=1, description="what to look for")],
+        collections: Annotated[list[str] | None, Field(description=collections_help)] = None,
+        k: Annotated[
+            int | None,
+            Field(
+                ge=1,
+                le=50,
+                description="how many passages to search; omit for as many as an answer reads",
+            ),
+        ] = None,
+    ) -> SearchResult:
+        options = RequestOptions(collections=_checked(catalog, collections), cite_urls=True)
+        return await _search(pipeline, query, options, k)
+
+    @server.resource(
+        COLLECTIONS_URI,
+        name="collections",
+        description="The Reactome collections this server has ingested, with their releases",
+        mime_type="application/json",
+    )
+    def collections_resource() -> str:
+        from pipelines.index import store
+
+        infos = store.collection_infos(pipeline.operator.store_client(), catalog.names)
+        return json.dumps([info.as_json() for info in infos])
+
+    return server
+
+
+def _checked(catalog: Catalog, collections: list[str] | None) -> tuple[str, ...] | None:
+    if not collections:
+        return None
+    unknown = [name for name in collections if name not in catalog.names]
+    if unknown:
+        raise MCPError(
+            code=INVALID_PARAMS,
+            message=f"collections: no collection named {', '.join(unknown)}; "
+            f"use {', '.join(catalog.names)}",
+            data={"arguments": ["collections"]},
+        )
+    return tuple(collections)
+
+
+_Progress = Callable[[float, float | None, str | None], Awaitable[None]]
+
+
+async def _answer(
+    pipeline: AnswerPipeline, question: str, options: RequestOptions, progress: _Progress
+) -> CallToolResult:
+    done: DoneData | None = None
+    error: str | None = None
+    sources = tokens = 0
+    events = pipeline.events(question, options, request_id=uuid.uuid4().hex)
+    try:
+        async for event in events:
+            if isinstance(event, CitationEvent):
+                sources += 1
+            elif isinstance(event, TokenEvent):
+                if tokens == 0:
+                    await progress(1, None, f"retrieval done: {sources} sources")
+                tokens += 1
+                await progress(1 + tokens, None, event.data.text)
+            elif isinstance(event, ErrorEvent):
+                error = event.data.message
+            elif isinstance(event, DoneEvent):
+                done = event.data
+    finally:
+        await events.aclose()
+    assert done is not None
+    if error is not None:
+        return CallToolResult(content=[TextContent(type="text", text=error)], is_error=True)
+    answer = Answer(
+        state=done.state, text=done.text, references=done.references, evidence=done.evidence
+    )
+    text = done.text + sources_markdown(done.references)
+    return CallToolResult(
+        content=[TextContent(type="text", text=text)],
+        structured_content=answer.model_dump(mode="json"),
+    )
+
+
+async def _search(
+    pipeline: AnswerPipeline, query: str, options: RequestOptions, k: int | None
+) -> SearchResult:
+    retriever = pipeline.own_retriever
+    try:
+        if retriever is None:  # one from outside takes the query alone
+            documents = await pipeline.retriever.ainvoke(query)
+        else:
+            documents = await retriever.ainvoke(query, k=k, options=options)
+    except ReactomeAnswersError as error:
+        raise MCPError(code=-32000, message=redact_secrets(str(error))) from None
+    sources, _ = number_sources(documents, cite_urls=bool(options.cite_urls))
+    hits = [
+        SearchHit(
+            n=source.n,
+            st_id=source.st_id,
+            url=source.url,
+            title=source.display_name,
+            collection=source.collection,
+            snippet=" ".join(source.document.page_content.split())[:_SNIPPET_CHARS],
+        )
+        for source in sources
+    ]
+    return SearchResult(query=query, sources=hits)
+
+
+def _invalid_params(server: Callable[[], MCPServer]) -> Any:
+    """Arguments that do not fit a tool's schema, as -32602 naming them (the SDK would make a
+    tool error of them, which reads as the tool having failed)."""
+
+    async def check(ctx: Any, call_next: Callable[[Any], Awaitable[Any]]) -> Any:
+        if ctx.method == "tools/call" and ctx.params:
+            tool = server()._tool_manager.get_tool(ctx.params.get("name", ""))
+            if tool is not None:
+                metadata = tool.fn_metadata
+                arguments = metadata.pre_parse_json(ctx.params.get("arguments") or {})
+                try:
+                    metadata.arg_model.model_validate(arguments)
+                except ValidationError as error:
+                    problems = [
+                        f"{'.'.join(str(part) for part in problem['loc'])}: {problem['msg']}"
+                        for problem in error.errors()
+                    ]
+                    names = sorted({str(p["loc"][0]) for p in error.errors() if p["loc"]})
+                    raise MCPError(
+                        code=INVALID_PARAMS,
+                        message="; ".join(problems),
+                        data={"arguments": names},
+                    ) from None
+        return await call_next(ctx)
+
+    return check
