@@ -17,14 +17,16 @@ naming them, not a tool error, so an assistant knows to fix the call rather than
 
 # No ``from __future__ import annotations``: the SDK builds each tool's schema from its
 # signature, whose annotations name a description made when the server is built.
+import asyncio
 import json
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, Literal
 
+import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.shared.exceptions import MCPError
-from mcp_types import INVALID_PARAMS, CallToolResult, TextContent, ToolAnnotations
+from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field, ValidationError
 
 from app._links import sources_markdown
@@ -35,14 +37,16 @@ from callbacks.events import (
     ErrorEvent,
     EvidenceData,
     Reference,
+    ReferenceEvent,
     TokenEvent,
 )
 from pipelines.catalog.catalog import Catalog
 from pipelines.citations.sources import number_sources
-from pipelines.core.errors import ReactomeAnswersError
+from pipelines.core.errors import PersonalAdviceError, ReactomeAnswersError
 from pipelines.core.options import RequestOptions
-from pipelines.core.redaction import redact_secrets
+from pipelines.core.redaction import one_line, redact_secrets
 from pipelines.pipeline import AnswerPipeline
+from pipelines.retrieval.refusal_rules import ADVICE_REFUSAL
 
 __all__ = ["COLLECTIONS_URI", "mcp_server"]
 
@@ -71,11 +75,15 @@ class SearchHit(BaseModel):
     title: str = Field(description="its name in Reactome")
     collection: str = Field(description="the collection it was found in")
     snippet: str = Field(description="the start of the text it was found by")
+    relevance: float | None = Field(description="its similarity to the query, 0 to 1")
 
 
 class SearchResult(BaseModel):
     query: str
     sources: list[SearchHit] = Field(description="best first")
+    refused: str | None = Field(
+        default=None, description="why the query was not searched (personal medical advice)"
+    )
 
 
 class Answer(BaseModel):
@@ -100,6 +108,7 @@ def mcp_server(pipeline: AnswerPipeline, catalog: Catalog) -> MCPServer:
         middleware=[_invalid_params(lambda: server)],
     )
     names = ", ".join(catalog.names)
+    max_chars = pipeline.settings.max_question_chars
     collections_help = (
         f"search only these collections ({names}); omit to let the question choose. "
         f"{_describe(catalog)}"
@@ -116,7 +125,10 @@ def mcp_server(pipeline: AnswerPipeline, catalog: Catalog) -> MCPServer:
         annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False),
     )
     async def ask_reactome(
-        question: Annotated[str, Field(min_length=1, description="the question, in plain words")],
+        question: Annotated[
+            str,
+            Field(min_length=1, max_length=max_chars, description="the question, in plain words"),
+        ],
         ctx: Context,
         history: Annotated[
             list[Turn] | None,
@@ -124,13 +136,19 @@ def mcp_server(pipeline: AnswerPipeline, catalog: Catalog) -> MCPServer:
         ] = None,
         collections: Annotated[list[str] | None, Field(description=collections_help)] = None,
         cite_urls: Annotated[
-            bool, Field(description="number user-guide pages as sources, cited by link")
-        ] = False,
+            bool | None,
+            Field(
+                description="number user-guide pages as sources, cited by link; omit for the "
+                "server's choice"
+            ),
+        ] = None,
     ) -> Annotated[CallToolResult, Answer]:
         options = RequestOptions(
             history=tuple((turn.role, turn.content) for turn in history or ()),
             collections=_checked(catalog, collections),
             cite_urls=cite_urls,
+            # Tokens carry their final markers, so the streamed progress reads as the result.
+            live_citations=True,
         )
         return await _answer(pipeline, question, options, ctx.report_progress)
 
@@ -141,17 +159,20 @@ def mcp_server(pipeline: AnswerPipeline, catalog: Catalog) -> MCPServer:
         annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False),
     )
     async def search_reactome(
-        query: Annotated[str, Field(min_length=1, description="what to look for")],
+        query: Annotated[
+            str, Field(min_length=1, max_length=max_chars, description="what to look for")
+        ],
         collections: Annotated[list[str] | None, Field(description=collections_help)] = None,
         k: Annotated[
             int | None,
             Field(
                 ge=1,
                 le=50,
-                description="how many passages to search; omit for as many as an answer reads",
+                description="at most this many passages (several may come from one source, "
+                "so fewer sources can come back); omit for as many as an answer reads",
             ),
         ] = None,
-    ) -> SearchResult:
+    ) -> Annotated[CallToolResult, SearchResult]:
         options = RequestOptions(collections=_checked(catalog, collections), cite_urls=True)
         return await _search(pipeline, query, options, k)
 
@@ -161,10 +182,15 @@ def mcp_server(pipeline: AnswerPipeline, catalog: Catalog) -> MCPServer:
         description="The Reactome collections this server has ingested, with their releases",
         mime_type="application/json",
     )
-    def collections_resource() -> str:
+    async def collections_resource() -> str:
         from pipelines.index import store
 
-        infos = store.collection_infos(pipeline.operator.store_client(), catalog.names)
+        try:
+            infos = await asyncio.to_thread(
+                store.collection_infos, pipeline.operator.store_client(), catalog.names
+            )
+        except ReactomeAnswersError as error:
+            raise MCPError(code=INTERNAL_ERROR, message=redact_secrets(str(error))) from None
         return json.dumps([info.as_json() for info in infos])
 
     return server
@@ -198,20 +224,25 @@ async def _answer(
         async for event in events:
             if isinstance(event, CitationEvent):
                 sources += 1
-            elif isinstance(event, TokenEvent):
-                if tokens == 0:
-                    await progress(1, None, f"retrieval done: {sources} sources")
+                continue
+            if isinstance(event, ReferenceEvent | TokenEvent) and tokens == 0:
+                tokens = 1  # the first event after retrieval's end that comes with an answer
+                await progress(1, None, f"retrieval done: {sources} sources")
+            if isinstance(event, TokenEvent):
                 tokens += 1
-                await progress(1 + tokens, None, event.data.text)
+                await progress(tokens, None, event.data.text)
             elif isinstance(event, ErrorEvent):
                 error = event.data.message
             elif isinstance(event, DoneEvent):
                 done = event.data
     finally:
-        await events.aclose()
-    assert done is not None
-    if error is not None:
-        return CallToolResult(content=[TextContent(type="text", text=error)], is_error=True)
+        # A client that cancels or leaves cancels this scope; the answer's own clean-up (its
+        # log's "cancelled" ending) must not be cancelled again.
+        with anyio.CancelScope(shield=True):
+            await events.aclose()
+    if error is not None or done is None:
+        message = error or "the answer ended without its done event"
+        return CallToolResult(content=[TextContent(type="text", text=message)], is_error=True)
     answer = Answer(
         state=done.state, text=done.text, references=done.references, evidence=done.evidence
     )
@@ -224,15 +255,23 @@ async def _answer(
 
 async def _search(
     pipeline: AnswerPipeline, query: str, options: RequestOptions, k: int | None
-) -> SearchResult:
+) -> CallToolResult:
+    refused = pipeline.refusal(query)  # the rules and the advice gate, as an answer's
+    if refused is not None:
+        return _search_result(SearchResult(query=query, sources=[], refused=refused), refused)
     retriever = pipeline.own_retriever
     try:
         if retriever is None:  # one from outside takes the query alone
             documents = await pipeline.retriever.ainvoke(query)
         else:
             documents = await retriever.ainvoke(query, k=k, options=options)
-    except ReactomeAnswersError as error:
-        raise MCPError(code=-32000, message=redact_secrets(str(error))) from None
+    except PersonalAdviceError:  # a generative expander's own judgement
+        result = SearchResult(query=query, sources=[], refused=ADVICE_REFUSAL)
+        return _search_result(result, ADVICE_REFUSAL)
+    except Exception as error:  # the store, the model: one line, as ask_reactome says it
+        ours = isinstance(error, ReactomeAnswersError)
+        text = redact_secrets(str(error)) if ours else one_line(error)
+        return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
     sources, _ = number_sources(documents, cite_urls=bool(options.cite_urls))
     hits = [
         SearchHit(
@@ -242,10 +281,23 @@ async def _search(
             title=source.display_name,
             collection=source.collection,
             snippet=" ".join(source.document.page_content.split())[:_SNIPPET_CHARS],
+            relevance=_relevance(source.document.metadata.get("relevance")),
         )
         for source in sources
     ]
-    return SearchResult(query=query, sources=hits)
+    result = SearchResult(query=query, sources=hits)
+    return _search_result(result, result.model_dump_json(indent=2))
+
+
+def _relevance(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) else None
+
+
+def _search_result(result: SearchResult, text: str) -> CallToolResult:
+    return CallToolResult(
+        content=[TextContent(type="text", text=text)],
+        structured_content=result.model_dump(mode="json"),
+    )
 
 
 def _invalid_params(server: Callable[[], MCPServer]) -> Any:
@@ -255,9 +307,12 @@ def _invalid_params(server: Callable[[], MCPServer]) -> Any:
     async def check(ctx: Any, call_next: Callable[[Any], Awaitable[Any]]) -> Any:
         if ctx.method == "tools/call" and ctx.params:
             tool = server()._tool_manager.get_tool(ctx.params.get("name", ""))
+            given = ctx.params.get("arguments") or {}
+            if tool is not None and not isinstance(given, dict):
+                raise MCPError(code=INVALID_PARAMS, message="arguments: not an object")
             if tool is not None:
                 metadata = tool.fn_metadata
-                arguments = metadata.pre_parse_json(ctx.params.get("arguments") or {})
+                arguments = metadata.pre_parse_json(given)
                 try:
                     metadata.arg_model.model_validate(arguments)
                 except ValidationError as error:

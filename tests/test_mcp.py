@@ -54,8 +54,9 @@ def _over_http(base: str, question: str, history: list[dict[str, str]] | None = 
     return httpx.post(f"{base}/v1/answer", json=body, timeout=120).json()
 
 
-def _citations(base: str, question: str) -> list[str | None]:
-    response = httpx.post(f"{base}/v1/answer/stream", json={"question": question}, timeout=120)
+def _citations(base: str, question: str, *, cite_urls: bool = False) -> list[str | None]:
+    body = {"question": question, "cite_urls": cite_urls}
+    response = httpx.post(f"{base}/v1/answer/stream", json=body, timeout=120)
     return [
         event.data.st_id or event.data.url
         for event in parse_sse(response.text)
@@ -133,25 +134,33 @@ async def test_ask_reactome_gives_the_answer_of_v1_answer_with_progress_first(
         assert reference["st_id"] in text
     # Retrieval first, then the answer as it streams, all before the result.
     assert heard[0] == ("progress", f"retrieval done: {len(citations)} sources")
-    streamed = "".join(str(message) for kind, message in heard[1:-1])
     assert [kind for kind, _ in heard[:-1]] == ["progress"] * (len(heard) - 1)
     assert heard[-1][0] == "result"
-    assert streamed.strip()
-    assert streamed.split()[0] in expected["text"]
+    # The streamed text carries the final markers: it reads as the result does.
+    assert "".join(str(message) for _, message in heard[1:-1]) == expected["text"]
 
 
 async def test_search_reactome_gives_the_answers_citations_in_order(
     sample_home: Path, http_base: str, mode: str
 ) -> None:
-    citations = _citations(http_base, QUESTION)
+    # It numbers user-guide pages too, as an answer citing by url does.
+    citations = _citations(http_base, QUESTION, cite_urls=True)
     async with _client(sample_home, mode) as client:
         result = await client.call_tool("search_reactome", {"query": QUESTION})
+        advice = await client.call_tool("search_reactome", {"query": ADVICE})
     assert not result.is_error
     found = result.structured_content
     assert found is not None
     assert [hit["st_id"] or hit["url"] for hit in found["sources"]] == citations
     assert [hit["n"] for hit in found["sources"]] == list(range(1, len(citations) + 1))
     assert all(hit["title"] and hit["snippet"] for hit in found["sources"])
+    relevance = [hit["relevance"] for hit in found["sources"]]
+    assert all(0 < value <= 1 for value in relevance)
+    # A request for personal advice is not searched either, and says why.
+    assert not advice.is_error
+    assert advice.structured_content is not None
+    assert advice.structured_content["sources"] == []
+    assert "doctor" in advice.structured_content["refused"]
 
 
 async def test_a_follow_up_a_refusal_nothing_found_and_bad_arguments(
@@ -188,6 +197,7 @@ async def test_a_follow_up_a_refusal_nothing_found_and_bad_arguments(
             ({"question": ""}, "question"),
             ({"question": QUESTION, "collections": ["nope"]}, "collections"),
             ({"query": QUESTION, "k": 0}, "k"),
+            ({"question": "x" * 2001}, "question"),
         ):
             tool = "search_reactome" if "query" in arguments else "ask_reactome"
             with pytest.raises(MCPError) as caught:
