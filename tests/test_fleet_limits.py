@@ -103,6 +103,12 @@ def _stream(base: str, let_go: threading.Event, heard: list[int]) -> Reply:
         return Reply(response.status_code, response.headers.get("retry-after"), text)
 
 
+def _ask(base: str, key: str | None = None) -> httpx.Response:
+    """One JSON answer, with ``key`` (else one of the many)."""
+    body = {"question": QUESTION}
+    return httpx.post(f"{base}/v1/answer", json=body, headers=_bearer(key), timeout=120)
+
+
 def _leases(fleet: Fleet) -> dict[str, float]:
     with redis.Redis.from_url(fleet.redis.url, decode_responses=True) as client:
         pairs = client.zrange(f"{PREFIX}:answers", 0, -1, withscores=True)
@@ -191,9 +197,7 @@ def test_one_keys_minute_is_shared_by_both_instances(fleet: Fleet) -> None:
     statuses = []
     for n in range(RATE + 2):
         base = fleet.instances[n % 2].base
-        response = httpx.post(
-            f"{base}/v1/answer", json={"question": QUESTION}, headers=_bearer(key), timeout=120
-        )
+        response = _ask(base, key)
         statuses.append(response.status_code)
         if response.status_code == 200:
             assert response.json()["state"] == "answered"
@@ -304,20 +308,10 @@ def test_redis_down_answers_go_on_or_are_refused_and_the_cap_resumes(
         _wait_for(lambda: all(_shared_workers(i.base) == [1.0, 1.0] for i in everyone), "shared")
         fleet.redis.stop()
         try:
-            going_on = httpx.post(
-                f"{fleet.instances[0].base}/v1/answer",
-                json={"question": QUESTION},
-                headers=_bearer(),
-                timeout=120,
-            )
+            going_on = _ask(fleet.instances[0].base)
             assert going_on.status_code == 200
             assert going_on.json()["state"] == "answered"
-            refused = httpx.post(
-                f"{refusing.base}/v1/answer",
-                json={"question": QUESTION},
-                headers=_bearer(),
-                timeout=120,
-            )
+            refused = _ask(refusing.base)
             assert refused.status_code == 503
             assert refused.json()["error"]["code"] == "limits_unavailable"
             assert "cannot be reached" in refused.json()["error"]["message"]
