@@ -140,9 +140,13 @@ async def test_ask_reactome_gives_the_answer_of_v1_answer_with_progress_first(
     assert "".join(str(message) for _, message in heard[1:-1]) == expected["text"]
 
 
+# The tests below speak one era each (the two above speak both): a server start apiece.
+
+
 async def test_search_reactome_gives_the_answers_citations_in_order(
-    sample_home: Path, http_base: str, mode: str
+    sample_home: Path, http_base: str
 ) -> None:
+    mode = "auto"
     # It numbers user-guide pages too, as an answer citing by url does.
     citations = _citations(http_base, QUESTION, cite_urls=True)
     async with _client(sample_home, mode) as client:
@@ -164,8 +168,9 @@ async def test_search_reactome_gives_the_answers_citations_in_order(
 
 
 async def test_a_follow_up_a_refusal_nothing_found_and_bad_arguments(
-    sample_home: Path, http_base: str, mode: str
+    sample_home: Path, http_base: str
 ) -> None:
+    mode = "legacy"  # the handshake desktop assistants use
     history = [
         {"role": "user", "content": "What does ABCA1 do in Tangier disease?"},
         {"role": "assistant", "content": "It moves cholesterol out of cells."},
@@ -207,8 +212,9 @@ async def test_a_follow_up_a_refusal_nothing_found_and_bad_arguments(
 
 
 async def test_a_failed_answer_is_a_tool_error_with_our_one_line_message(
-    sample_home: Path, mode: str
+    sample_home: Path,
 ) -> None:
+    mode = "auto"
     with fake_chat("fail_before") as fake:
         async with _client(sample_home, mode, **serving_env(fake)) as client:
             result = await client.call_tool("ask_reactome", {"question": QUESTION})
