@@ -254,7 +254,7 @@ class AccessControl:
                 await self.auth_failures.take(_address(scope))
             return self._unauthorized(scope)
         if self.rate is not None:
-            answering = scope["method"] == "POST" and path in self.answering
+            answering = _runs_an_answer(scope, self.answering)
             wait_s = await self.rate.take(client, answering=answering)
             if wait_s is not None:
                 message = (
@@ -304,12 +304,7 @@ class AnswerCap:
     on_reject: Callable[[str], None] | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        answering = (
-            scope["type"] == "http"
-            and scope["method"] == "POST"
-            and scope.get("path", "") in self.paths
-        )
-        if not answering:
+        if not _runs_an_answer(scope, self.paths):
             await self.app(scope, receive, send)
             return
         try:
@@ -354,6 +349,12 @@ def _unavailable(error: LimitsUnavailableError) -> _Refusal:
 
 def _retry_after(seconds: float) -> dict[str, str]:
     return {"Retry-After": str(math.ceil(seconds)), **_CLOSE}
+
+
+def _runs_an_answer(scope: Scope, paths: Collection[str]) -> bool:
+    """Whether ``scope`` is a request that runs an answer: a POST to one of ``paths``
+    (:func:`answer_paths`), what the cap holds and refuse mode refuses."""
+    return scope["type"] == "http" and scope["method"] == "POST" and scope.get("path") in paths
 
 
 def _open(path: str) -> bool:
