@@ -46,9 +46,10 @@ from typing import Protocol
 import anyio
 from fastapi.routing import APIRoute, iter_route_contexts
 from starlette.routing import BaseRoute
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app._errors import refusal
+from app._mcp_wire import MCP_PATH, calls_the_answer_tool, may_call_the_answer_tool
 
 __all__ = [
     "MAX_BUCKETS",
@@ -307,6 +308,11 @@ class AnswerCap:
         if not _runs_an_answer(scope, self.paths):
             await self.app(scope, receive, send)
             return
+        if scope.get("path") == MCP_PATH:  # the body says whether it calls the answer tool
+            body, receive = await _read_whole(receive)
+            if not calls_the_answer_tool(body):
+                await self.app(scope, receive, send)
+                return
         try:
             lease = await self.slots.acquire()
         except LimitsUnavailableError as error:
@@ -352,9 +358,34 @@ def _retry_after(seconds: float) -> dict[str, str]:
 
 
 def _runs_an_answer(scope: Scope, paths: Collection[str]) -> bool:
-    """Whether ``scope`` is a request that runs an answer: a POST to one of ``paths``
-    (:func:`answer_paths`), what the cap holds and refuse mode refuses."""
-    return scope["type"] == "http" and scope["method"] == "POST" and scope.get("path") in paths
+    """Whether ``scope`` is a request that runs an answer, as far as its headers tell: a POST
+    to one of ``paths`` (:func:`answer_paths`, and ``/mcp`` when it is served, unless its
+    headers say another message than a call of the answer tool). What the cap holds (it reads
+    an MCP message's body to be sure) and refuse mode refuses."""
+    if scope["type"] != "http" or scope["method"] != "POST" or scope.get("path") not in paths:
+        return False
+    return scope.get("path") != MCP_PATH or may_call_the_answer_tool(scope["headers"])
+
+
+async def _read_whole(receive: Receive) -> tuple[bytes, Receive]:
+    """The request body, and a ``receive`` that gives it to the app again."""
+    chunks: list[bytes] = []
+    pending: list[Message] = []
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":  # the client left: the app hears it next
+            pending.append(message)
+            break
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            break
+    body = b"".join(chunks)
+    pending.insert(0, {"type": "http.request", "body": body})
+
+    async def replay() -> Message:
+        return pending.pop(0) if pending else await receive()
+
+    return body, replay
 
 
 def _open(path: str) -> bool:

@@ -3,8 +3,9 @@
 Ours is ``{"error": {code, message}}``. The OpenAI-compatible routes (:data:`OPENAI_PATHS`)
 answer in OpenAI's, ``{"error": {message, type, param, code}}``, whoever refuses: the route,
 FastAPI, or a middleware before the request is read (:func:`refusal` picks by path), so an
-OpenAI client reads a 401 or a 429 as it reads its own. Both applications (``serve`` and
-``replay --serve``) install the same handlers.
+OpenAI client reads a 401 or a 429 as it reads its own; at ``/mcp`` a refusal is a JSON-RPC
+error (:func:`app._mcp_wire.mcp_refusal`), which an MCP client shows. Both applications
+(``serve`` and ``replay --serve``) install the same handlers.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import Scope
 
+from app._mcp_wire import MCP_PATH, mcp_refusal
 from pipelines.core.errors import ErrorCode, ReactomeAnswersError
 from pipelines.core.redaction import redact_secrets
 
@@ -107,8 +109,11 @@ def refusal(
     scope: Scope, status: int, code: str, message: str, headers: Mapping[str, str] | None = None
 ) -> JSONResponse:
     """An error answer in the shape of the protocol ``scope``'s path speaks."""
-    if _speaks_openai(str(scope.get("path", ""))):
+    path = str(scope.get("path", ""))
+    if _speaks_openai(path):
         return openai_error_response(status, message, code, None, headers)
+    if path == MCP_PATH:
+        return mcp_refusal(status, code, message, headers)
     return error_response(status, code, message, headers)
 
 

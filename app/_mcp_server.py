@@ -93,6 +93,7 @@ class Answer(BaseModel):
     evidence: list[EvidenceData] = Field(
         default_factory=list, description="for each (sentence, cited source), the passage"
     )
+    request_id: str = Field(description="the answer's log on the server is under this id")
 
 
 def _describe(catalog: Catalog) -> str:
@@ -219,7 +220,8 @@ async def _answer(
     done: DoneData | None = None
     error: str | None = None
     sources = tokens = 0
-    events = pipeline.events(question, options, request_id=uuid.uuid4().hex)
+    request_id = uuid.uuid4().hex
+    events = pipeline.events(question, options, request_id=request_id)
     try:
         async for event in events:
             if isinstance(event, CitationEvent):
@@ -244,7 +246,11 @@ async def _answer(
         message = error or "the answer ended without its done event"
         return CallToolResult(content=[TextContent(type="text", text=message)], is_error=True)
     answer = Answer(
-        state=done.state, text=done.text, references=done.references, evidence=done.evidence
+        state=done.state,
+        text=done.text,
+        references=done.references,
+        evidence=done.evidence,
+        request_id=request_id,
     )
     text = done.text + sources_markdown(done.references)
     return CallToolResult(

@@ -10,7 +10,9 @@
 - :mod:`app._log_page`: ``GET /logs/{request_id}``, one answer's log as a page, and
   ``GET /v1/logs/{request_id}``, its data;
 - :mod:`app._web`: ``GET /``, the reference web client (``app/web/``), plain JavaScript
-  with no build step.
+  with no build step;
+- :mod:`app._mcp_http`: ``/mcp``, the tools of the Model Context Protocol over its
+  Streamable HTTP transport.
 
 OpenAPI is at ``/docs``. A route is given the pipeline, the settings, the catalog and the
 metrics by dependencies (:mod:`app._deps`) over what :func:`create_app` shares on
@@ -46,6 +48,8 @@ from app._deps import share
 from app._errors import add_error_handlers
 from app._http import BodyLimits, RequireJSON
 from app._log_page import log_page_router
+from app._mcp_http import add_mcp
+from app._mcp_wire import MCP_PATH
 from app._metrics import ServerMetrics
 from app._native_api import KEEP_ALIVE_S, STREAM_HEADERS, native_router
 from app._request_models import AnswerRequest, answer_request_model
@@ -192,10 +196,11 @@ def create_app(
     app.include_router(log_page_router(keyed=bool(server.api_key_set)))
     add_web_client(app)
     app.include_router(_health.router)
+    app.state.mcp_sessions = add_mcp(app, shared, catalog)
 
     # Starlette runs the middleware added last first: metrics, CORS, keys and rate, the body
     # read whole, JSON only, then the answer cap, so a stalled body never holds a slot.
-    answering = answer_paths(app.routes)
+    answering = answer_paths(app.routes) | {MCP_PATH}  # the answer tool's calls, at /mcp
     add_answer_cap(app, server, answering, metrics.rejected, limits)
     app.add_middleware(RequireJSON)
     add_body_limits(app, server)
@@ -223,7 +228,8 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     if limits is not None:
         tasks.append(asyncio.create_task(limits.keep_up()))
     try:
-        yield
+        async with app.state.mcp_sessions.run():
+            yield
     finally:
         for task in tasks:
             task.cancel()

@@ -1,6 +1,7 @@
-"""`reactome-answers mcp`: the tools over MCP's stdio transport, driven by the SDK's own
-client (`mcp.Client`) in both protocol eras (the 2026 one and the legacy handshake desktop
-assistants still speak), against the same answers `POST /v1/answer` gives."""
+"""The MCP tools driven by the SDK's own client (`mcp.Client`) over both transports: stdio
+against `reactome-answers mcp`, and Streamable HTTP at `/mcp` against `serve` (behind its
+keys and limits), in both protocol eras (the 2026 one and the legacy handshake desktop
+assistants still speak), against the answers `POST /v1/answer` gives."""
 
 from __future__ import annotations
 
@@ -12,27 +13,29 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
+import httpx2
 import pytest
-from langchain_core.embeddings import Embeddings
 from mcp import Client, MCPError, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
 from mcp_types import INVALID_PARAMS
 
-from app.server import create_app
-from callbacks.events import CitationEvent
-from pipelines.core.settings import load_settings
-from pipelines.pipeline import AnswerPipeline
+from callbacks.events import CitationEvent, ErrorEvent
+from callbacks.log import LogContents, list_log_files, read_log
 from tests.support.fake_openai import fake_chat, serving_env
-from tests.support.servers import serve
+from tests.support.servers import Served, serve_command
 from tests.support.sse import parse_sse
 
-pytestmark = pytest.mark.slow  # `reactome-answers mcp` in a subprocess, answering for real
+pytestmark = pytest.mark.slow  # `reactome-answers mcp` and `serve` in subprocesses
 
 QUESTION = "What causes Tangier disease?"
 FOLLOW_UP = "Which disease follows when it is defective?"
 ADVICE = "Should I stop taking my statins if my HDL is low?"
 OFF_TOPIC = "What is the capital of Peru?"
 COMMAND = str(Path(sys.executable).parent / "reactome-answers")
+KEY = "mcp-test-key-3f9a1c"
+KEYED = {"Authorization": f"Bearer {KEY}"}
 
 
 @pytest.fixture(params=["auto", "legacy"])
@@ -40,23 +43,28 @@ def mode(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
+@pytest.fixture(params=["stdio", "http"])
+def transport(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
 @pytest.fixture(scope="module")
-def http_base(sample_home: Path, minilm: Embeddings) -> Iterator[str]:
-    """`POST /v1/answer` over the same home, to compare with."""
-    settings = load_settings(home=sample_home)
-    yield from serve(create_app(settings, pipeline=AnswerPipeline(settings, embeddings=minilm)))
+def served(sample_home: Path) -> Iterator[Served]:
+    """`serve` with API keys: `/mcp` for the HTTP transport, `/v1/answer` to compare with."""
+    with serve_command(sample_home, env={"REACTOME_ANSWERS_API_KEYS": KEY}) as served:
+        yield served
 
 
 def _over_http(base: str, question: str, history: list[dict[str, str]] | None = None) -> Any:
     body: dict[str, Any] = {"question": question}
     if history:
         body["history"] = history
-    return httpx.post(f"{base}/v1/answer", json=body, timeout=120).json()
+    return httpx.post(f"{base}/v1/answer", json=body, headers=KEYED, timeout=120).json()
 
 
 def _citations(base: str, question: str, *, cite_urls: bool = False) -> list[str | None]:
     body = {"question": question, "cite_urls": cite_urls}
-    response = httpx.post(f"{base}/v1/answer/stream", json=body, timeout=120)
+    response = httpx.post(f"{base}/v1/answer/stream", json=body, headers=KEYED, timeout=120)
     return [
         event.data.st_id or event.data.url
         for event in parse_sse(response.text)
@@ -65,7 +73,7 @@ def _citations(base: str, question: str, *, cite_urls: bool = False) -> list[str
 
 
 @asynccontextmanager
-async def _client(home: Path, mode: str, **env: str) -> AsyncIterator[Client]:
+async def _stdio(home: Path, mode: str, **env: str) -> AsyncIterator[Client]:
     # The SDK starts the server with a bare environment; the settings are passed on.
     passed = {k: v for k, v in os.environ.items() if k.startswith("REACTOME_")}
     params = StdioServerParameters(
@@ -75,10 +83,26 @@ async def _client(home: Path, mode: str, **env: str) -> AsyncIterator[Client]:
         yield client
 
 
+@asynccontextmanager
+async def _http(base: str, mode: str, key: str | None = KEY) -> AsyncIterator[Client]:
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    # The SDK's own read timeout (an answer may go quiet for a while), not httpx's 5 s.
+    timeout = httpx2.Timeout(30, read=300)
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=timeout) as http,
+        Client(streamable_http_client(f"{base}/mcp", http_client=http), mode=mode) as client,
+    ):
+        yield client
+
+
+def _client(transport: str, home: Path, served: Served, mode: str) -> Any:
+    return _stdio(home, mode) if transport == "stdio" else _http(served.base, mode)
+
+
 async def test_the_tools_and_the_collections_resource_are_listed(
-    sample_home: Path, mode: str
+    sample_home: Path, served: Served, transport: str, mode: str
 ) -> None:
-    async with _client(sample_home, mode) as client:
+    async with _client(transport, sample_home, served, mode) as client:
         tools = {tool.name: tool for tool in (await client.list_tools()).tools}
         assert set(tools) == {"ask_reactome", "search_reactome"}
         ask = tools["ask_reactome"]
@@ -105,17 +129,17 @@ async def test_the_tools_and_the_collections_resource_are_listed(
 
 
 async def test_ask_reactome_gives_the_answer_of_v1_answer_with_progress_first(
-    sample_home: Path, http_base: str, mode: str
+    sample_home: Path, served: Served, transport: str, mode: str
 ) -> None:
-    expected = _over_http(http_base, QUESTION)
-    citations = _citations(http_base, QUESTION)
+    expected = _over_http(served.base, QUESTION)
+    citations = _citations(served.base, QUESTION)
     heard: list[tuple[str, Any]] = []
 
     async def progress(progress: float, total: float | None, message: str | None) -> None:
         del progress, total  # the count and total the SDK passes; the messages tell
         heard.append(("progress", message))
 
-    async with _client(sample_home, mode) as client:
+    async with _client(transport, sample_home, served, mode) as client:
         result = await client.call_tool(
             "ask_reactome", {"question": QUESTION}, progress_callback=progress
         )
@@ -127,6 +151,7 @@ async def test_ask_reactome_gives_the_answer_of_v1_answer_with_progress_first(
     assert answer["text"] == expected["text"]
     assert answer["references"] == expected["references"]
     assert answer["evidence"] == expected["evidence"]
+    assert answer["request_id"] != expected["request_id"]  # each answer has its own log
     text = result.content[0].text  # type: ignore[union-attr]
     assert text.startswith(expected["text"] + "\n\nSources:\n")
     for reference in expected["references"]:
@@ -144,12 +169,12 @@ async def test_ask_reactome_gives_the_answer_of_v1_answer_with_progress_first(
 
 
 async def test_search_reactome_gives_the_answers_citations_in_order(
-    sample_home: Path, http_base: str
+    sample_home: Path, served: Served, transport: str
 ) -> None:
     mode = "auto"
     # It numbers user-guide pages too, as an answer citing by url does.
-    citations = _citations(http_base, QUESTION, cite_urls=True)
-    async with _client(sample_home, mode) as client:
+    citations = _citations(served.base, QUESTION, cite_urls=True)
+    async with _client(transport, sample_home, served, mode) as client:
         result = await client.call_tool("search_reactome", {"query": QUESTION})
         advice = await client.call_tool("search_reactome", {"query": ADVICE})
     assert not result.is_error
@@ -168,15 +193,15 @@ async def test_search_reactome_gives_the_answers_citations_in_order(
 
 
 async def test_a_follow_up_a_refusal_nothing_found_and_bad_arguments(
-    sample_home: Path, http_base: str
+    sample_home: Path, served: Served, transport: str
 ) -> None:
     mode = "legacy"  # the handshake desktop assistants use
     history = [
         {"role": "user", "content": "What does ABCA1 do in Tangier disease?"},
         {"role": "assistant", "content": "It moves cholesterol out of cells."},
     ]
-    expected = _over_http(http_base, FOLLOW_UP, history)
-    async with _client(sample_home, mode) as client:
+    expected = _over_http(served.base, FOLLOW_UP, history)
+    async with _client(transport, sample_home, served, mode) as client:
         follow_up = await client.call_tool(
             "ask_reactome", {"question": FOLLOW_UP, "history": history}
         )
@@ -216,10 +241,111 @@ async def test_a_failed_answer_is_a_tool_error_with_our_one_line_message(
 ) -> None:
     mode = "auto"
     with fake_chat("fail_before") as fake:
-        async with _client(sample_home, mode, **serving_env(fake)) as client:
+        async with _stdio(sample_home, mode, **serving_env(fake)) as client:
             result = await client.call_tool("ask_reactome", {"question": QUESTION})
     assert result.is_error
     message = result.content[0].text  # type: ignore[union-attr]
     assert "\n" not in message
     assert message
     assert "sk-test" not in message  # the model server echoed its key: never passed on
+
+
+# --- over HTTP, behind the server's keys and limits ---------------------------------------
+
+
+async def test_mcp_over_http_needs_a_key_when_the_server_has_keys(served: Served) -> None:
+    for key, said in ((None, "needs an API key"), ("not-a-key-0000", "not one this server")):
+        with pytest.raises(ExceptionGroup) as caught:
+            async with _http(served.base, "auto", key=key):
+                pass
+        # Refused before anything is read, in the protocol's shape: the client shows why.
+        assert caught.group_contains(MCPError, match=said), caught.value.exceptions
+    async with _http(served.base, "legacy") as client:
+        assert len((await client.list_tools()).tools) == 2
+
+
+def _logs_asking(home: Path, question: str) -> list[LogContents]:
+    found = []
+    for path in list_log_files(home / "logs"):
+        try:
+            contents = read_log(path)
+        except Exception:  # a log being written right now
+            continue
+        if contents.header.get("question") == question:
+            found.append(contents)
+    return found
+
+
+async def _until(condition: Any, what: str) -> None:
+    with anyio.fail_after(120):  # a generous bound: on a loaded machine it only waits longer
+        while not condition():
+            await anyio.sleep(0.05)
+    assert condition(), what
+
+
+async def test_an_answer_over_mcp_holds_a_slot_until_its_client_leaves(sample_home: Path) -> None:
+    question = "What causes Tangier disease? (asked over MCP, then left)"
+    with fake_chat("held") as fake:
+        env = {**serving_env(fake), "REACTOME_ANSWERS_MAX_CONCURRENT_ANSWERS": "1"}
+        with serve_command(sample_home, env=env) as limited:
+            async with anyio.create_task_group() as group:
+
+                async def ask_and_wait() -> None:
+                    async with _http(limited.base, "auto") as client:
+                        await client.call_tool("ask_reactome", {"question": question})
+
+                group.start_soon(ask_and_wait)
+                await _until(lambda: fake.holding == 1, "the answer reaching the model")
+                # The answer over MCP holds the only slot: no other answer, on any route...
+                async with httpx.AsyncClient(base_url=limited.base, timeout=60) as http:
+                    refused = await http.post("/v1/answer", json={"question": QUESTION})
+                assert refused.status_code == 429
+                assert refused.json()["error"]["code"] == "too_many_answers"
+                async with _http(limited.base, "legacy") as other:
+                    # ...while what runs no answer goes on,
+                    assert len((await other.list_tools()).tools) == 2
+                    found = await other.call_tool("search_reactome", {"query": QUESTION})
+                    assert found.structured_content
+                    assert found.structured_content["sources"]
+                    # and a second answer over MCP is refused with the cap's reason.
+                    with pytest.raises(MCPError) as caught:
+                        await other.call_tool("ask_reactome", {"question": QUESTION})
+                    assert "REACTOME_ANSWERS_MAX_CONCURRENT_ANSWERS" in caught.value.error.message
+                    assert caught.value.error.data == {"code": "too_many_answers", "status": 429}
+                group.cancel_scope.cancel()  # the first client leaves mid-answer
+
+            # Its answer is cancelled, as its log says, and the slot is free again.
+            def ended() -> bool:
+                logs = _logs_asking(sample_home, question)
+                return bool(logs) and bool(logs[0].events) and logs[0].events[-1].type == "done"
+
+            await _until(ended, "the cancelled answer's done")
+            (log,) = _logs_asking(sample_home, question)
+            assert [e.data.code for e in log.events if isinstance(e, ErrorEvent)] == ["cancelled"]
+            fake.release.set()
+            async with _http(limited.base, "auto") as client:
+                again = await client.call_tool("ask_reactome", {"question": QUESTION})
+            assert again.structured_content
+            assert again.structured_content["state"] == "answered"
+
+
+async def test_answers_over_mcp_count_against_the_rate_limit(sample_home: Path) -> None:
+    env = {"REACTOME_ANSWERS_RATE_LIMIT": "4", "REACTOME_ANSWERS_EVENT_LOGS": "false"}
+    answered = 0
+    with serve_command(sample_home, env=env) as limited:
+        async with _http(limited.base, "auto") as client:
+            # Every MCP message is a request; a minute holds 4, so asking soon meets the limit
+            # (a bound of 12 asks: each refill takes 15 s).
+            refused: MCPError | None = None
+            for _ in range(12):
+                try:
+                    result = await client.call_tool("ask_reactome", {"question": QUESTION})
+                except MCPError as error:
+                    refused = error
+                    break
+                assert result.structured_content
+                answered += result.structured_content["state"] == "answered"
+    assert refused is not None, "12 answers over MCP in a minute, with a limit of 4"
+    assert answered >= 1
+    assert "REACTOME_ANSWERS_RATE_LIMIT" in refused.error.message
+    assert refused.error.data == {"code": "rate_limited", "status": 429}
