@@ -15,7 +15,8 @@ once (checked once its body has arrived).
   names proxies to believe (``REACTOME_ANSWERS_FORWARDED_ALLOW_IPS``, applied by uvicorn).
 - A cap on answers in progress (``REACTOME_ANSWERS_MAX_CONCURRENT_ANSWERS``,
   :class:`AnswerCap`): a request to an answering route (an :class:`AnswerRoute`, what an
-  answering router makes; :func:`answer_paths` finds them) over the cap gets 429 with
+  answering router makes; :func:`answer_paths` finds them; at ``/mcp``, an MCP message that
+  calls the answer tool, :mod:`app._mcp_wire`) over the cap gets 429 with
   ``Retry-After`` at once, while the answers already running go on. The slot is taken only
   once the whole body has arrived (the cap sits inside :class:`app._http.BodyLimits`), so a
   client that sends headers and stalls holds none; a streamed answer holds its place until

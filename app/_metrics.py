@@ -42,6 +42,7 @@ from prometheus_client import (
 from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from app._mcp_wire import MCP_PATH
 from callbacks.events import DoneData
 
 __all__ = ["CONTENT_TYPE_LATEST", "ServerMetrics"]
@@ -58,6 +59,7 @@ ENDPOINTS = frozenset(
         "/v1/collections",
         "/v1/limits",
         "/api/chat",
+        MCP_PATH,
     }
 )
 # Paths that hold an id, counted under their template (an id per label would grow for ever).

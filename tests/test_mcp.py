@@ -9,7 +9,7 @@ import json
 import os
 import sys
 from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -95,7 +95,9 @@ async def _http(base: str, mode: str, key: str | None = KEY) -> AsyncIterator[Cl
         yield client
 
 
-def _client(transport: str, home: Path, served: Served, mode: str) -> Any:
+def _client(
+    transport: str, home: Path, served: Served, mode: str
+) -> AbstractAsyncContextManager[Client]:
     return _stdio(home, mode) if transport == "stdio" else _http(served.base, mode)
 
 
@@ -327,6 +329,10 @@ async def test_an_answer_over_mcp_holds_a_slot_until_its_client_leaves(sample_ho
                 again = await client.call_tool("ask_reactome", {"question": QUESTION})
             assert again.structured_content
             assert again.structured_content["state"] == "answered"
+            # Counted under /mcp, with the answer's state, like any route's answers.
+            metrics = httpx.get(f"{limited.base}/metrics", timeout=30).text
+            assert 'endpoint="/mcp",state="answered",status="200"' in metrics
+            assert 'reactome_answers_rejections_total{reason="too_many_answers"} 2.0' in metrics
 
 
 async def test_answers_over_mcp_count_against_the_rate_limit(sample_home: Path) -> None:
