@@ -50,7 +50,7 @@ from starlette.routing import BaseRoute
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app._errors import refusal
-from app._mcp_wire import MCP_PATH, calls_the_answer_tool, may_call_the_answer_tool
+from app._mcp_wire import MCP_PATH, calls_the_answer_tool
 
 __all__ = [
     "MAX_BUCKETS",
@@ -359,13 +359,10 @@ def _retry_after(seconds: float) -> dict[str, str]:
 
 
 def _runs_an_answer(scope: Scope, paths: Collection[str]) -> bool:
-    """Whether ``scope`` is a request that runs an answer, as far as its headers tell: a POST
-    to one of ``paths`` (:func:`answer_paths`, and ``/mcp`` when it is served, unless its
-    headers say another message than a call of the answer tool). What the cap holds (it reads
-    an MCP message's body to be sure) and refuse mode refuses."""
-    if scope["type"] != "http" or scope["method"] != "POST" or scope.get("path") not in paths:
-        return False
-    return scope.get("path") != MCP_PATH or may_call_the_answer_tool(scope["headers"])
+    """Whether ``scope`` may be a request that runs an answer, before its body is read: a POST
+    to one of ``paths`` (:func:`answer_paths`, and ``/mcp`` when it is served, whose body the
+    cap reads to be sure). What the cap holds and refuse mode refuses."""
+    return scope["type"] == "http" and scope["method"] == "POST" and scope.get("path") in paths
 
 
 async def _read_whole(receive: Receive) -> tuple[bytes, Receive]:

@@ -11,35 +11,62 @@ of them.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import AsyncIterator
+
 from fastapi import FastAPI
-from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
+from mcp.server.mcpserver import MCPServer
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
+from starlette.types import Receive, Scope, Send
 
 from app._mcp_server import mcp_server
 from app._mcp_wire import MCP_PATH
 from pipelines.catalog.catalog import Catalog
 from pipelines.pipeline import AnswerPipeline
 
-__all__ = ["add_mcp"]
+__all__ = ["MCPTransport", "add_mcp"]
 
 
-def add_mcp(
-    app: FastAPI, pipeline: AnswerPipeline, catalog: Catalog
-) -> StreamableHTTPSessionManager:
-    """Serve the tools over ``pipeline`` at :data:`MCP_PATH`; the caller runs the returned
-    manager (``async with manager.run()``) for as long as the app serves, once."""
-    server = mcp_server(pipeline, catalog)
-    server.streamable_http_app(
-        stateless_http=True,
-        json_response=False,
-        # The SDK would accept only a Host of 127.0.0.1 or localhost, which a proxy in front
-        # does not send; the API keys guard /mcp as they guard every other route.
-        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
-    )
-    manager = server.session_manager  # the one that call made: the next would replace it
+class MCPTransport:
+    """The ASGI endpoint at :data:`MCP_PATH`, served by the session manager of the app's
+    lifespan now running (:meth:`running`)."""
+
+    def __init__(self, server: MCPServer) -> None:
+        self.server = server
+        self.manager: StreamableHTTPSessionManager | None = None
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        # A manager runs once, and an app may be started more than once (a test client
+        # entered twice): each lifespan gets a manager of its own.
+        self.server.streamable_http_app(
+            stateless_http=True,
+            json_response=False,
+            # The SDK would accept only a Host of 127.0.0.1 or localhost, which a proxy in
+            # front does not send; the API keys guard /mcp as they guard every other route.
+            transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+        )
+        manager = self.server.session_manager
+        async with manager.run():
+            self.manager = manager
+            try:
+                yield
+            finally:
+                self.manager = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self.manager is None:
+            raise RuntimeError("MCP over HTTP is served only while the app's lifespan runs")
+        await self.manager.handle_request(scope, receive, send)
+
+
+def add_mcp(app: FastAPI, pipeline: AnswerPipeline, catalog: Catalog) -> MCPTransport:
+    """Serve the tools over ``pipeline`` at :data:`MCP_PATH`; the app's lifespan must run the
+    returned transport (``async with transport.running()``)."""
+    transport = MCPTransport(mcp_server(pipeline, catalog))
     # The exact path, every method, no redirect to /mcp/ (which would cross the
     # middlewares, and count against the rate limit, twice). Starlette serves an endpoint
     # that is not a function as an ASGI app, which its annotation does not say.
-    endpoint = StreamableHTTPASGIApp(manager)
-    app.add_route(MCP_PATH, endpoint, include_in_schema=False)  # type: ignore[arg-type]
-    return manager
+    app.add_route(MCP_PATH, transport, include_in_schema=False)  # type: ignore[arg-type]
+    return transport

@@ -2,15 +2,16 @@
 an answer (for the answer cap and refuse mode), and the shape a refusal takes there.
 
 Every MCP message is a ``POST /mcp``: a discovery, a handshake, a listing, a notification, a
-search or an answer. Only a ``tools/call`` of :data:`ANSWER_TOOL` runs an answer. A client of
-the 2026 protocol says which message it sends in the ``Mcp-Method`` and ``Mcp-Name`` headers
-(the SDK checks them against the body); a legacy client says it only in the body.
+search or an answer. Only a ``tools/call`` of :data:`ANSWER_TOOL` runs an answer, and only the
+body says so for sure: a client of the 2026 protocol also names its message in the
+``Mcp-Method`` and ``Mcp-Name`` headers, but the SDK holds a legacy request to nothing it
+says there, so the headers are never believed.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from fastapi.responses import JSONResponse
@@ -19,7 +20,6 @@ __all__ = [
     "ANSWER_TOOL",
     "MCP_PATH",
     "calls_the_answer_tool",
-    "may_call_the_answer_tool",
     "mcp_refusal",
 ]
 
@@ -30,23 +30,12 @@ ANSWER_TOOL = "ask_reactome"
 _REFUSED = -32000
 
 
-def may_call_the_answer_tool(headers: Iterable[tuple[bytes, bytes]]) -> bool:
-    """From the headers alone (before the body is read): False only when they say the
-    message is something else; a legacy client's message may be a call until its body is
-    read."""
-    given = dict(headers)
-    method = given.get(b"mcp-method")
-    if method is None:
-        return True
-    return method == b"tools/call" and given.get(b"mcp-name") == ANSWER_TOOL.encode()
-
-
 def calls_the_answer_tool(body: bytes) -> bool:
     """Whether the JSON-RPC message (or batch) in ``body`` calls :data:`ANSWER_TOOL`; a body
     that is not JSON-RPC calls nothing (the SDK refuses it)."""
     try:
         message = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested deeper than json can read
         return False
     messages = message if isinstance(message, list) else [message]
     return any(_is_answer_call(item) for item in messages)

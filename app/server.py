@@ -196,7 +196,7 @@ def create_app(
     app.include_router(log_page_router(keyed=bool(server.api_key_set)))
     add_web_client(app)
     app.include_router(_health.router)
-    app.state.mcp_sessions = add_mcp(app, shared, catalog)
+    app.state.mcp = add_mcp(app, shared, catalog)
 
     # Starlette runs the middleware added last first: metrics, CORS, keys and rate, the body
     # read whole, JSON only, then the answer cap, so a stalled body never holds a slot.
@@ -228,7 +228,7 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     if limits is not None:
         tasks.append(asyncio.create_task(limits.keep_up()))
     try:
-        async with app.state.mcp_sessions.run():
+        async with app.state.mcp.running():
             yield
     finally:
         for task in tasks:

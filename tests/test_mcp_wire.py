@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+from langchain_core.language_models import FakeListChatModel
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
@@ -12,7 +13,11 @@ from starlette.routing import Route
 from starlette.testclient import TestClient
 
 from app._access import AnswerCap, AnswerSlots
-from app._mcp_wire import MCP_PATH, calls_the_answer_tool, may_call_the_answer_tool
+from app._mcp_wire import MCP_PATH, calls_the_answer_tool
+from app._server_settings import load_server_settings
+from app.server import create_app
+from pipelines.core.settings import load_settings
+from pipelines.pipeline import AnswerPipeline
 
 
 def _call(name: str, id_: int = 1) -> dict[str, object]:
@@ -32,18 +37,7 @@ def test_only_a_call_of_the_answer_tool_runs_an_answer() -> None:
     assert calls_the_answer_tool(body([_call("search_reactome", 1), _call("ask_reactome", 2)]))
     assert not calls_the_answer_tool(b"{not json")
     assert not calls_the_answer_tool(b"")
-
-
-def test_headers_rule_out_an_answer_only_when_they_name_another_message() -> None:
-    # A 2026-era client names each message in headers (the SDK checks them against the body).
-    call = [(b"mcp-method", b"tools/call"), (b"mcp-name", b"ask_reactome")]
-    assert may_call_the_answer_tool(call)
-    assert not may_call_the_answer_tool([(b"mcp-method", b"tools/list")])
-    assert not may_call_the_answer_tool(
-        [(b"mcp-method", b"tools/call"), (b"mcp-name", b"search_reactome")]
-    )
-    # A legacy client names nothing: its message may be a call until its body is read.
-    assert may_call_the_answer_tool([(b"content-type", b"application/json")])
+    assert not calls_the_answer_tool(b"[" * 100_000 + b"]" * 100_000)  # too deep to read
 
 
 async def _echo(request: Request) -> Response:
@@ -62,6 +56,11 @@ def test_the_cap_holds_answer_calls_at_mcp_and_lets_the_rest_through_intact() ->
         assert passed.status_code == 200
         assert passed.json() == listing
         assert client.post(MCP_PATH, json=_call("search_reactome")).json()["id"] == 1
+        # The body decides, whatever the headers say (the SDK holds a legacy request to none).
+        disguised = {"Mcp-Method": "tools/list", "Mcp-Name": "search_reactome"}
+        assert (
+            client.post(MCP_PATH, json=_call("ask_reactome"), headers=disguised).status_code == 429
+        )
         # An answer is refused as a JSON-RPC error an MCP client shows, with the cap's reason.
         refused = client.post(MCP_PATH, json=_call("ask_reactome"))
         assert refused.status_code == 429
@@ -77,3 +76,17 @@ def test_the_cap_holds_answer_calls_at_mcp_and_lets_the_rest_through_intact() ->
         answered = client.post(MCP_PATH, json=_call("ask_reactome", 9))
         assert answered.json() == _call("ask_reactome", 9)
         assert slots.in_use == 0
+
+
+def test_the_app_serves_mcp_each_time_it_is_started() -> None:
+    settings = load_settings()
+    pipeline = AnswerPipeline(settings, answer_model=FakeListChatModel(responses=["x"]),
+                              expander_model=FakeListChatModel(responses=["{}"]))  # fmt: skip
+    app = create_app(settings, pipeline=pipeline, server=load_server_settings())
+    listing = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+    accept = {"Accept": "application/json, text/event-stream"}
+    for _ in range(2):  # a session manager runs once: each start needs its own
+        with TestClient(app) as client:
+            listed = client.post(MCP_PATH, json=listing, headers=accept)
+            assert listed.status_code == 200, listed.text
+            assert '"name":"ask_reactome"' in listed.text.replace(" ", "")
