@@ -285,15 +285,18 @@ async def _until(condition: Any, what: str) -> None:
     assert condition(), what
 
 
-async def test_an_answer_over_mcp_holds_a_slot_until_its_client_leaves(sample_home: Path) -> None:
-    question = "What causes Tangier disease? (asked over MCP, then left)"
+async def test_an_answer_over_mcp_holds_a_slot_until_its_client_leaves(
+    sample_home: Path, mode: str
+) -> None:
+    question = f"What causes Tangier disease? (asked over MCP in {mode} mode, then left)"
+    other_mode = "legacy" if mode == "auto" else "auto"
     with fake_chat("held") as fake:
         env = {**serving_env(fake), "REACTOME_ANSWERS_MAX_CONCURRENT_ANSWERS": "1"}
         with serve_command(sample_home, env=env) as limited:
             async with anyio.create_task_group() as group:
 
                 async def ask_and_wait() -> None:
-                    async with _http(limited.base, "auto") as client:
+                    async with _http(limited.base, mode) as client:
                         await client.call_tool("ask_reactome", {"question": question})
 
                 group.start_soon(ask_and_wait)
@@ -303,7 +306,7 @@ async def test_an_answer_over_mcp_holds_a_slot_until_its_client_leaves(sample_ho
                     refused = await http.post("/v1/answer", json={"question": QUESTION})
                 assert refused.status_code == 429
                 assert refused.json()["error"]["code"] == "too_many_answers"
-                async with _http(limited.base, "legacy") as other:
+                async with _http(limited.base, other_mode) as other:
                     # ...while what runs no answer goes on,
                     assert len((await other.list_tools()).tools) == 2
                     found = await other.call_tool("search_reactome", {"query": QUESTION})
