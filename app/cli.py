@@ -75,7 +75,8 @@ def _add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         type=worker_count,
         default=1,
         help="worker processes sharing the port, each with its own models (default 1); "
-        "limits such as REACTOME_ANSWERS_MAX_CONCURRENT_ANSWERS apply per worker",
+        "limits such as REACTOME_ANSWERS_MAX_CONCURRENT_ANSWERS apply per worker unless "
+        "REACTOME_ANSWERS_REDIS_URL shares them",
     )
 
 
@@ -130,7 +131,8 @@ _COMMANDS: dict[str, tuple[str, _Handler, _Arguments | None]] = {
         add_ingest_arguments,
     ),
     "serve": (
-        "serve the HTTP API: POST /v1/answer (JSON), POST /v1/answer/stream (SSE), /healthz",
+        "serve the HTTP API: POST /v1/answer (JSON) and /v1/answer/stream (SSE), the OpenAI "
+        "and AI SDK protocols, MCP tools at /mcp, the web client at /, /healthz, /metrics",
         _cmd_serve,
         _add_serve_arguments,
     ),
