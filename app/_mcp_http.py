@@ -21,7 +21,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from starlette.types import Receive, Scope, Send
 
 from app._mcp_server import mcp_server
-from app._mcp_wire import MCP_PATH
+from app._mcp_wire import MCP_PATH, mcp_refusal
 from pipelines.catalog.catalog import Catalog
 from pipelines.pipeline import AnswerPipeline
 
@@ -53,11 +53,14 @@ class MCPTransport:
             try:
                 yield
             finally:
-                self.manager = None
+                if self.manager is manager:  # not one a later, overlapping start put there
+                    self.manager = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if self.manager is None:
-            raise RuntimeError("MCP over HTTP is served only while the app's lifespan runs")
+        if self.manager is None:  # an app served without its lifespan (mounted in another)
+            message = "MCP is served only while the application's lifespan runs"
+            await mcp_refusal(503, "not_ready", message)(scope, receive, send)
+            return
         await self.manager.handle_request(scope, receive, send)
 
 

@@ -384,9 +384,9 @@ def _logs_all_end_with_done(home: Path) -> bool:
 
 
 def test_a_client_gone_before_the_stream_starts_leaves_a_complete_log(
-    sample_home: Path, tmp_path: Path
+    sample_home: Path, isolated_home: Path
 ) -> None:
-    home = tmp_path / "home"
+    home = isolated_home  # whose every log is replayed in the process when the test ends
     home.mkdir()
     for name in ("chroma", "keyword"):
         (home / name).symlink_to(sample_home / name)
@@ -403,12 +403,14 @@ def test_a_client_gone_before_the_stream_starts_leaves_a_complete_log(
     logs = sorted((home / "logs").glob("*.jsonl"))
     assert logs
     # Every log is whole: each ends answered or failed (cancelled), none incomplete.
-    stats = json.loads(cli(home, "logs", "stats", "--json").stdout)
+    summary = cli(home, "logs", "stats", "--json")
+    assert summary.returncode == 0, summary.stderr
+    stats = json.loads(summary.stdout)
     assert stats["logs"] == len(logs)
     assert stats["unreadable"] == 0
     assert set(stats["states"]) <= {"failed", "answered"}
     # And replays as recorded: the command on one here; every one is checked the same way
-    # (in the process) when the test ends, since this home is the test's own.
+    # (in the process) when the test ends.
     check = cli(home, "replay", "--check", str(logs[-1]))
     assert check.returncode == 0, check.stdout + check.stderr
 

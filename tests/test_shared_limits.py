@@ -457,3 +457,33 @@ def test_two_servers_share_wrong_keys_and_report_redis_on_healthz(
 def _both(apps: list[Any]) -> Iterator[list[str]]:
     with ExitStack() as stack:
         yield [stack.enter_context(contextmanager(serve)(app)) for app in apps]
+
+
+def test_refuse_mode_at_mcp_refuses_what_may_be_an_answer_in_the_protocols_shape(
+    sample_home: Path, minilm: Embeddings
+) -> None:
+    nowhere = f"redis://127.0.0.1:{free_port()}/0"  # no Redis there: down from the start
+    settings = load_settings(home=sample_home, event_logs=False)
+    listing = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+    question = {"question": "What is ABCA1?"}
+    answer = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+              "params": {"name": "ask_reactome", "arguments": question}}  # fmt: skip
+    accept = {"Accept": "application/json, text/event-stream"}
+
+    def app(**limits: int) -> Any:
+        server = load_server_settings(redis_url=nowhere, when_redis_down="refuse", **limits)
+        return create_app(settings, pipeline=_pipeline(settings, minilm), server=server)
+
+    with _both([app(rate_limit=60), app(max_concurrent_answers=2)]) as (rated, capped):
+        # With a rate limit, checked before the body is read: any message may be an answer.
+        refused = httpx.post(f"{rated}/mcp", json=listing, headers=accept, timeout=30)
+        assert refused.status_code == 503
+        assert refused.headers["retry-after"] == "2"
+        error = refused.json()["error"]
+        assert error["data"] == {"code": "limits_unavailable", "status": 503}
+        assert "cannot be reached" in error["message"]
+        # With the cap alone, which reads the body: only the answer tool's calls.
+        assert httpx.post(f"{capped}/mcp", json=listing, headers=accept, timeout=30).is_success
+        called = httpx.post(f"{capped}/mcp", json=answer, headers=accept, timeout=30)
+        assert called.status_code == 503
+        assert called.json()["error"]["data"]["code"] == "limits_unavailable"
