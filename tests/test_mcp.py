@@ -22,8 +22,8 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp_types import INVALID_PARAMS
 
 from callbacks.events import CitationEvent, ErrorEvent
-from callbacks.log import LogContents, list_log_files, read_log
 from tests.support.fake_openai import fake_chat, serving_env
+from tests.support.logs import logs_asking
 from tests.support.servers import Served, serve_command
 from tests.support.sse import parse_sse
 
@@ -266,18 +266,6 @@ async def test_mcp_over_http_needs_a_key_when_the_server_has_keys(served: Served
         assert len((await client.list_tools()).tools) == 2
 
 
-def _logs_asking(home: Path, question: str) -> list[LogContents]:
-    found = []
-    for path in list_log_files(home / "logs"):
-        try:
-            contents = read_log(path)
-        except Exception:  # a log being written right now
-            continue
-        if contents.header.get("question") == question:
-            found.append(contents)
-    return found
-
-
 async def _until(condition: Any, what: str) -> None:
     with anyio.fail_after(120):  # a generous bound: on a loaded machine it only waits longer
         while not condition():
@@ -321,11 +309,11 @@ async def test_an_answer_over_mcp_holds_a_slot_until_its_client_leaves(
 
             # Its answer is cancelled, as its log says, and the slot is free again.
             def ended() -> bool:
-                logs = _logs_asking(sample_home, question)
+                logs = logs_asking(sample_home, question)
                 return bool(logs) and bool(logs[0].events) and logs[0].events[-1].type == "done"
 
             await _until(ended, "the cancelled answer's done")
-            (log,) = _logs_asking(sample_home, question)
+            (log,) = logs_asking(sample_home, question)
             assert [e.data.code for e in log.events if isinstance(e, ErrorEvent)] == ["cancelled"]
             fake.release.set()
             async with _http(limited.base, "auto") as client:

@@ -21,10 +21,10 @@ from langchain_core.runnables import RunnableLambda
 from app._access import RateLimiter
 from app.server import create_app
 from callbacks.events import ErrorEvent
-from callbacks.log import LogContents, list_log_files, read_log
 from pipelines.core.settings import load_settings
 from pipelines.pipeline import AnswerPipeline
 from tests.support.fake_openai import FakeChat, fake_chat, serving_env
+from tests.support.logs import logs_asking
 from tests.support.servers import Served, serve, serve_command
 
 pytestmark = pytest.mark.slow  # a `serve` subprocess, slow and stalled clients
@@ -63,18 +63,6 @@ def _model_server(behaviour: str = "ok") -> Iterator[tuple[FakeChat, dict[str, s
 def _answer_requests(fake: FakeChat) -> int:
     """How many answer (not expander) requests the fake model has received."""
     return sum("prepare searches" not in json.dumps(r["messages"][0]) for r in fake.requests)
-
-
-def _logs_asking(home: Path, question: str) -> list[LogContents]:
-    found = []
-    for path in list_log_files(home / "logs"):
-        try:
-            contents = read_log(path)
-        except Exception:  # a log another test is writing right now
-            continue
-        if contents.header.get("question") == question:
-            found.append(contents)
-    return found
 
 
 # --- 2. a slot is taken only once the body has arrived ------------------------------------
@@ -146,10 +134,10 @@ def test_a_json_answer_is_cancelled_when_its_client_leaves(
             # The client has gone: the answer ends as cancelled, and its log says so.
             _wait_for(
                 lambda: any(log.events and log.events[-1].type == "done"
-                            for log in _logs_asking(sample_home, question)),
+                            for log in logs_asking(sample_home, question)),
                 "the cancelled answer's done",
             )  # fmt: skip
-            (log,) = _logs_asking(sample_home, question)
+            (log,) = logs_asking(sample_home, question)
             assert [e.data.code for e in log.events if isinstance(e, ErrorEvent)] == ["cancelled"]
             assert log.events[-1].data.state == "failed"  # type: ignore[union-attr]
             # Its slot is free again at once, not when the model would have timed out.
