@@ -50,6 +50,7 @@ from starlette.routing import BaseRoute
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app._errors import refusal
+from app._http import replaying
 from app._mcp_wire import MCP_PATH, calls_the_answer_tool
 
 __all__ = [
@@ -368,22 +369,17 @@ def _runs_an_answer(scope: Scope, paths: Collection[str]) -> bool:
 async def _read_whole(receive: Receive) -> tuple[bytes, Receive]:
     """The request body, and a ``receive`` that gives it to the app again."""
     chunks: list[bytes] = []
-    pending: list[Message] = []
+    after: list[Message] = []
     while True:
         message = await receive()
         if message["type"] != "http.request":  # the client left: the app hears it next
-            pending.append(message)
+            after.append(message)
             break
         chunks.append(message.get("body", b""))
         if not message.get("more_body", False):
             break
     body = b"".join(chunks)
-    pending.insert(0, {"type": "http.request", "body": body})
-
-    async def replay() -> Message:
-        return pending.pop(0) if pending else await receive()
-
-    return body, replay
+    return body, replaying(body, receive, *after)
 
 
 def _open(path: str) -> bool:

@@ -26,7 +26,7 @@ from uvicorn.protocols.http.auto import AutoHTTPProtocol
 from app._errors import refusal
 from app._server_settings import ServerSettings
 
-__all__ = ["BodyLimits", "RequireJSON", "configure_protocol", "run"]
+__all__ = ["BodyLimits", "RequireJSON", "configure_protocol", "replaying", "run"]
 
 _CLOSE = {"Connection": "close"}
 
@@ -72,16 +72,7 @@ class BodyLimits:
             )
             await refusal(scope, 408, "body_timeout", message_text, _CLOSE)(scope, receive, send)
             return
-        body: Message | None = {"type": "http.request", "body": b"".join(chunks)}
-
-        async def replay() -> Message:
-            nonlocal body
-            if body is not None:
-                first, body = body, None
-                return first
-            return await receive()  # after the body: only http.disconnect is left to come
-
-        await self.app(scope, replay, send)
+        await self.app(scope, replaying(b"".join(chunks), receive), send)
 
     async def _too_large(self, scope: Scope, receive: Receive, send: Send) -> None:
         message = (
@@ -89,6 +80,18 @@ class BodyLimits:
             "(REACTOME_ANSWERS_MAX_BODY_BYTES)"
         )
         await refusal(scope, 413, "too_large", message, _CLOSE)(scope, receive, send)
+
+
+def replaying(body: bytes, receive: Receive, *after: Message) -> Receive:
+    """A ``receive`` that gives ``body`` as one message, then ``after`` (messages already
+    taken from ``receive``), then whatever ``receive`` gives: only ``http.disconnect`` is
+    left to come once a body has been read."""
+    pending: list[Message] = [{"type": "http.request", "body": body}, *after]
+
+    async def replay() -> Message:
+        return pending.pop(0) if pending else await receive()
+
+    return replay
 
 
 class RequireJSON:
