@@ -9,9 +9,9 @@
   gives them) and the ``evidence``, a usage chunk when ``stream_options.include_usage`` asks,
   and ``[DONE]``.
   Unless ``openai_sources`` is off, the content ends with a short Markdown list of the sources,
-  so that a client that renders text only still shows them. A Sources list the model wrote at
-  the end of its own text is removed first (:mod:`app._sources_text`): its links are the
-  model's, not references, and above ours it would look like the real list.
+  so that a client that renders text only still shows them. (A Sources list the model wrote at
+  the end of its own text never reaches this route: the pipeline removes it for every
+  surface, :mod:`pipelines.citations.model_sources`.)
 
 Each supported citation is an OpenAI ``url_citation`` annotation over the sentence that makes it
 (``message.annotations``; streamed, the ``delta`` of the chunk with ``finish_reason``), and
@@ -41,7 +41,7 @@ from app._errors import http_status_for, openai_error_body, openai_error_respons
 from app._links import reference_link, sources_markdown
 from app._openai_annotations import evidence_json, url_citations
 from app._server_settings import ServerSettings
-from app._sources_text import ModelSources, without_model_sources, without_our_sources
+from app._sources_text import without_our_sources
 from callbacks.events import DoneEvent, ErrorEvent, Event, Reference, TokenEvent
 from pipelines.core.options import RequestOptions
 from pipelines.pipeline import AnswerPipeline
@@ -233,7 +233,7 @@ def _completion(server: ServerSettings, events: list[Event], completion_id: str)
         status = http_status_for(failure.data.code)
         return openai_error_response(status, failure.data.message, failure.data.code)
     tail = sources_markdown(done.data.references) if server.openai_sources else ""
-    content = without_model_sources(done.data.text) + tail
+    content = done.data.text + tail
     message = {
         "role": "assistant",
         "content": content,
@@ -280,8 +280,6 @@ async def _stream(
         )
 
     events = pipeline.events(question, options, request_id=request_id)
-    # Holds back what may be the start of a Sources list of the model's own, to remove it.
-    model_sources = ModelSources()
     # The content as the client assembles it: the annotations' offsets point into it.
     sent: list[str] = []
     try:
@@ -291,10 +289,8 @@ async def _stream(
         async for event in events:
             if isinstance(event, TokenEvent):
                 streamed = True
-                released = model_sources.feed(event.data.text)
-                if released:
-                    sent.append(released)
-                    yield chunk({"content": released})
+                sent.append(event.data.text)
+                yield chunk({"content": event.data.text})
             elif isinstance(event, ErrorEvent):
                 failed = True
                 status = http_status_for(event.data.code)
@@ -305,8 +301,7 @@ async def _stream(
                 if failed:
                     break
                 # A refusal, nothing found, or a model that did not stream: the whole text.
-                text = "" if streamed else model_sources.feed(event.data.text)
-                text += model_sources.close()
+                text = "" if streamed else event.data.text
                 if server.openai_sources:
                     text += sources_markdown(event.data.references)
                 if text:

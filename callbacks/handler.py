@@ -6,6 +6,9 @@ It keeps a ``run_map`` from the start callbacks (tags and names arrive there), a
   :data:`RETRIEVAL_TAG` (nested retrievers inherit the tag but have a tagged parent);
 - emits ``token`` events only from a chat model or LLM run tagged :data:`ANSWER_TAG`, and only
   once that retrieval has ended, so every citation is on the wire before the first token;
+- passes the answer model's text through :class:`~pipelines.citations.model_sources.ModelSources`
+  first, so a Sources section the model wrote itself reaches no surface: a line that may open
+  one is held until it is decided;
 - on :meth:`finish`, strips out-of-range markers, finalizes the citations and emits ``done``;
 - with ``live_citations``, rewrites the markers while the tokens stream instead
   (:mod:`pipelines.citations.live`), sending a ``reference`` event right before the token that
@@ -64,6 +67,7 @@ from pipelines.citations.finalize import (
     strip_out_of_range_markers,
 )
 from pipelines.citations.live import LiveCitations
+from pipelines.citations.model_sources import ModelSources, without_model_sources
 from pipelines.citations.sources import Source, number_sources
 from pipelines.core.errors import EventHandlerError
 from pipelines.core.redaction import one_line, redact_secrets
@@ -132,6 +136,8 @@ class _Answer:
     first_token_ms: float | None = None
     retrieval_ms: float | None = None
     live: LiveCitations[Source] | None = None  # live citation numbering only
+    # The model's text less a Sources section of its own: what everything after reads.
+    model_sources: ModelSources = field(default_factory=ModelSources)
     streamed: list[str] = field(default_factory=list)  # live: the token texts sent
     references_sent: int = 0  # live: how many reference events went out
     # live: (raw characters received, when) per token still (partly) held back, and the
@@ -214,7 +220,15 @@ class AnswerEventHandler(BaseCallbackHandler):
 
     @property
     def raw_text(self) -> str:
+        """The answer model's text so far, as it numbers its markers, less a Sources section
+        of its own (and less a line still held while it may open one)."""
         return "".join(self._answer.parts)
+
+    @property
+    def model_streamed(self) -> bool:
+        """Whether the answer model streamed any text after retrieval (perhaps all of it
+        held so far, as a possible Sources section of its own)."""
+        return self._answer.model_sources.started
 
     # --- the run map ----------------------------------------------------------------------
 
@@ -418,18 +432,25 @@ class AnswerEventHandler(BaseCallbackHandler):
         run = self.run_map.get(run_id)
         if run is None or ANSWER_TAG not in run.tags or not self.retrieval_ended or not token:
             return
+        self._take_text(self._answer.model_sources.feed(token))
+
+    def _take_text(self, text: str) -> None:
+        """Stream answer text the model-sources filter released (the model's own markers,
+        or final ones when live); empty while a line that may open a Sources section waits."""
+        if not text:
+            return
         live = self._answer.live
         if live is not None:
-            self._answer.parts.append(token)  # the raw text, for the log and a replay
-            text = self._feed_live(live, token)
-            if text:
-                self._send_live(text, live)
+            self._answer.parts.append(text)  # the model's numbering, for its claims
+            released = self._feed_live(live, text)
+            if released:
+                self._send_live(released, live)
             return
         if self._answer.first_token_ms is None:
             self._answer.first_token_ms = self._elapsed_ms()
-        data = TokenData(text=token)
+        data = TokenData(text=text)
         self._send(TokenEvent, data)
-        self._answer.parts.append(token)  # once sent: done.text holds only what was streamed
+        self._answer.parts.append(text)  # once sent: done.text holds only what was streamed
 
     def _feed_live(self, live: LiveCitations[Source], token: str | None) -> str:
         """Feed a token (None: the end of the text) and note how long what it releases
@@ -471,7 +492,10 @@ class AnswerEventHandler(BaseCallbackHandler):
         reply of a model that did not stream), for a judge to rule on before :meth:`finish`.
         The model's own numbering is read, which is the retrieval order in either mode."""
         sources = self._answer.sources
-        raw = self.raw_text if text is None else text
+        if text is None:
+            raw = self.raw_text + self._answer.model_sources.peek_close()
+        else:
+            raw = without_model_sources(text)
         return claims_of(strip_out_of_range_markers(raw, len(sources)), sources)
 
     def finish(
@@ -485,9 +509,10 @@ class AnswerEventHandler(BaseCallbackHandler):
         """Finalize the answer's markers and references and emit ``done``.
 
         ``text`` replaces the streamed answer (a refusal, a "nothing found" message, or the
-        reply of a model that did not stream). A failed answer keeps the references its
-        partial text cites (all it had, when the text cites none, as for any answer); a
-        refused or empty one has none, and no markers either.
+        reply of a model that did not stream, which loses a Sources section of its own as a
+        streamed one does). A failed answer keeps exactly the references its partial text
+        cites: none when it cites none, for the untouched list is a grounded answer's, and
+        a failure is not one; a refused or empty one has none, and no markers either.
 
         ``verdicts`` are a judge's rulings on :meth:`claims`; ``done.evidence`` lists them for
         the final text. With ``drop``, markers ruled unsupported are removed before the
@@ -502,6 +527,12 @@ class AnswerEventHandler(BaseCallbackHandler):
             **({"drop": True} if drop else {}),
         )
         ruled = {(claim.sentence, claim.source_n): verdict for claim, verdict in verdicts}
+        if state == "answered":
+            if text is None:
+                # The text has ended: a held line that opened no Sources section goes out.
+                self._take_text(self._answer.model_sources.close())
+            else:
+                text = without_model_sources(text)
         live = self._answer.live
         if live is not None and state in ("answered", "failed"):
             return self._finish_live(state, text, live, ruled)
@@ -516,7 +547,7 @@ class AnswerEventHandler(BaseCallbackHandler):
                 sources = []
             stripped = kept_markers
         final_text, kept = finalize_citations(stripped, sources)
-        if not sources:
+        if not sources or (state == "failed" and not cited_numbers(stripped)):
             kept = []
         references = [_reference(index, source) for index, source in enumerate(kept, start=1)]
         evidence = evidence_items(final_text, kept, ruled) if ruled else []
@@ -542,7 +573,8 @@ class AnswerEventHandler(BaseCallbackHandler):
             self._answer.held_back_s = max(self._answer.held_back_s, waited)
         sent = live.n_cited if state == "answered" else self._answer.references_sent
         cited = [live.cited_source(index) for index in range(sent)]
-        kept = cited or self._answer.sources  # nothing cited: the untouched list, as always
+        # Nothing cited: a grounded answer keeps the untouched list, a failed one none.
+        kept = cited if cited or state == "failed" else self._answer.sources
         references = [_reference(index, source) for index, source in enumerate(kept, start=1)]
         held = {
             "held_back_ms": round(self._answer.held_back_s * 1000, 3),

@@ -6,8 +6,8 @@ from __future__ import annotations
 from app._evidence_lines import evidence_lines, no_evidence_line
 from app._links import sources_markdown
 from app._openai_annotations import evidence_json, url_citations
-from app._sources_text import without_model_sources
 from callbacks.events import DoneData, EvidenceData, Reference, Timings
+from pipelines.citations.model_sources import without_model_sources
 
 TEXT = (
     "ABCA1 moves cholesterol onto apoA-I [1]. Its loss causes Tangier disease [2]. "

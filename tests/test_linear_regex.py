@@ -33,7 +33,7 @@ from langchain_core.embeddings import DeterministicFakeEmbedding
 
 from app._links import sources_markdown
 from app._openai_api import ChatRequest
-from app._sources_text import ModelSources, without_model_sources, without_our_sources
+from app._sources_text import without_our_sources
 from callbacks.events import Reference, TokenData
 from pipelines.answering.extractive import ExtractiveChatModel
 from pipelines.answering.prompts import answer_messages
@@ -49,6 +49,7 @@ from pipelines.citations.finalize import (
     strip_out_of_range_markers,
 )
 from pipelines.citations.live import LiveCitations
+from pipelines.citations.model_sources import ModelSources, without_model_sources
 from pipelines.citations.sources import Source
 from pipelines.core.normalize import normalize_question
 from pipelines.core.redaction import redact_secrets

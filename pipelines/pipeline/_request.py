@@ -7,9 +7,11 @@ pipeline holds the parts (models, retriever, chain), this module what one questi
 from __future__ import annotations
 
 import asyncio
+import functools
+import threading
 import uuid
-from collections.abc import AsyncGenerator
-from typing import TYPE_CHECKING, Any
+from collections.abc import AsyncGenerator, Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from langchain_core.runnables import RunnableConfig
 
@@ -34,6 +36,36 @@ __all__ = ["REFUSAL_EVENT", "AnswerRequest"]
 
 # Queued after a request's events once its work has ended (see _end_without_done).
 _WORK_ENDED = object()
+
+_T = TypeVar("_T")
+
+
+def _on_loop(function: Callable[..., None]) -> Callable[..., None]:
+    """``function`` called as it is on the event loop's own thread, and from any other thread
+    handed to the loop, in call order: the queue and the log are the loop's alone."""
+    loop = asyncio.get_running_loop()
+    loop_thread = threading.get_ident()
+
+    def call(*args: Any) -> None:
+        if threading.get_ident() == loop_thread:
+            function(*args)
+        else:
+            loop.call_soon_threadsafe(function, *args)
+
+    return call
+
+
+async def _off_the_loop(work: Callable[[], _T]) -> _T:
+    """Run CPU-bound finishing ``work`` in a worker thread, so a long answer's evidence and
+    finalizing (seconds for 8,000 cited sentences) stall no other request on this worker.
+    A cancellation waits for it: the work is bounded and already under way, and its ``done``
+    must reach the log before the log is closed."""
+    running = asyncio.ensure_future(asyncio.to_thread(work))
+    try:
+        return await asyncio.shield(running)
+    except asyncio.CancelledError:
+        await asyncio.wait([running])
+        raise
 
 
 def refuse(handler: AnswerEventHandler, refusal: Refusal) -> None:
@@ -69,14 +101,19 @@ class AnswerRequest:
             "history_turns": len(options.history),
         }
 
-    def _handler(self, emit: Any, log: EventLog | None) -> AnswerEventHandler:
+    def _handler(
+        self,
+        emit: Any,
+        log: EventLog | None,
+        record: Callable[[str, dict[str, Any]], None] | None = None,
+    ) -> AnswerEventHandler:
         return AnswerEventHandler(
             request_id=self.request_id,
             emit=emit,
             cite_urls=self.cite,
             live_citations=self.options.live_citations,
             raise_error=self.pipeline.raise_handler_errors,
-            record=log.callback if log is not None else None,
+            record=record or (log.callback if log is not None else None),
         )
 
     # --- the log ---------------------------------------------------------------------------
@@ -173,11 +210,14 @@ class AnswerRequest:
                         ErrorCode.CANCELLED, "the request was cancelled before it finished"
                     )
                 raise
-            handler.finish(
-                "answered",
-                text=None if handler.raw_text else reply,
-                verdicts=verdicts,
-                drop=self.settings.evidence == "drop",
+            await _off_the_loop(
+                functools.partial(
+                    handler.finish,
+                    "answered",
+                    text=None if handler.model_streamed else reply,
+                    verdicts=verdicts,
+                    drop=self.settings.evidence == "drop",
+                )
             )
 
     async def _judge(self, handler: AnswerEventHandler, reply: str) -> list[tuple[Claim, Verdict]]:
@@ -189,7 +229,9 @@ class AnswerRequest:
             return []
         limit = self.settings.model_timeout_s
         try:
-            claims = handler.claims(None if handler.raw_text else reply)
+            claims = await _off_the_loop(
+                functools.partial(handler.claims, None if handler.model_streamed else reply)
+            )
             if not claims:
                 return []
             async with asyncio.timeout(limit):
@@ -233,6 +275,7 @@ class AnswerRequest:
         tokens = 0
         finished = False
 
+        @_on_loop  # finishing runs in a worker thread and emits from there
         def emit(event: Event) -> None:
             nonlocal tokens, finished
             events.put_nowait(event)
@@ -246,7 +289,7 @@ class AnswerRequest:
                     for observer in observers:
                         observer.answer_finished(event.data, tokens)
 
-        handler = self._handler(emit, log)
+        handler = self._handler(emit, log, record=_on_loop(log.callback) if log else None)
         for observer in observers:
             observer.answer_started()
         handler.start(self.shown, self.collections, self.start_options)
