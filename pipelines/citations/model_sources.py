@@ -37,7 +37,7 @@ _HEAD = 48
 # ("[ABCA1](https://...)") or a bare address. Its marker is decided by the first few
 # characters after the indentation.
 _LIST_ITEM = re.compile(r"[ \t]*(?:[-*+\u2022][ \t]|\d{1,4}[.)]|\[|<?https?://)")
-_MARKER_CHARS = 8
+_MARKER_CHARS = 9  # "<https://" is the longest a list marker needs
 
 
 def _heading_state(line: str) -> str:

@@ -162,13 +162,13 @@ def _handler(fake: FakeChat) -> type[BaseHTTPRequestHandler]:
             mixes_up = behaviour in ("miscite", "judge_fails", "lenient_grader")
             if mixes_up and not expander:
                 reply, fake.written[:] = miscited(body)
+            if behaviour == "own_sources" and not expander:
+                reply += OWN_SOURCES  # streamed or not: a model's habit, not its transport's
             if not body.get("stream"):
                 self._send_completion(body["model"], reply)
                 return
             if behaviour == "forge" and not expander:
                 reply = FORGED
-            if behaviour == "own_sources" and not expander:
-                reply += OWN_SOURCES
             if behaviour == "fail_before" or (behaviour == "expander_fails" and expander):
                 key = self.headers["Authorization"].removeprefix("Bearer ")
                 said = f"upstream broke for key {key}"

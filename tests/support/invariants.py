@@ -93,10 +93,12 @@ def _check_live(events: Sequence[Event], done: DoneEvent) -> None:
     else:
         assert not cited_numbers(done.data.text), "a cited source was announced"
         early = [e.data for e in events if isinstance(e, CitationEvent)]
-        if done.data.state in ("answered", "failed"):
+        if done.data.state == "answered":
             assert [(r.source_n, r.n) for r in done.data.references] == [
                 (c.n, c.n) for c in early
             ], "nothing cited: the untouched list"
+        else:
+            assert not done.data.references, "a failed answer lists only what it cites"
 
 
 def _check_evidence(done: DoneEvent) -> None:
