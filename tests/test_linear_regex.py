@@ -1,4 +1,6 @@
-"""Every regular expression that reads request or history text works in time linear in it.
+"""Every regular expression that reads request or history text works in time linear in it,
+and so does every pass over a model's answer (the finalizer, live numbering, the model-sources
+filter, the evidence step, and the handler from the first token to ``done``).
 
 A pattern that backtracks (a repeated group whose parts overlap, ``.*`` followed by more
 pattern, a search that rescans the rest of the text from every position) turns one crafted
@@ -22,6 +24,7 @@ import itertools
 import math
 import signal
 import time
+import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -35,6 +38,8 @@ from app._links import sources_markdown
 from app._openai_api import ChatRequest
 from app._sources_text import without_our_sources
 from callbacks.events import Reference, TokenData
+from callbacks.handler import AnswerEventHandler
+from pipelines.answering.evidence import Verdict, claims_of, drop_unsupported, evidence_items
 from pipelines.answering.extractive import ExtractiveChatModel
 from pipelines.answering.prompts import answer_messages
 from pipelines.answering.sentences import (
@@ -53,6 +58,7 @@ from pipelines.citations.model_sources import ModelSources, without_model_source
 from pipelines.citations.sources import Source
 from pipelines.core.normalize import normalize_question
 from pipelines.core.redaction import redact_secrets
+from pipelines.core.tags import ANSWER_TAG, RETRIEVAL_TAG
 from pipelines.retrieval.advice import AdviceExample, AdviceGate
 from pipelines.retrieval.expander import parse_expansion, rule_expansion
 from pipelines.retrieval.refusal_rules import rule_refusal
@@ -129,6 +135,50 @@ def _extractive(parts: tuple[str, str, str]) -> str:
 
 
 _PROSE = "ABCA1 moves cholesterol out of cells onto apolipoprotein A-I (Kuo et al. 2010). "
+_SOURCES = [
+    Source(number, Document(f"Passage {number}: ABCA1 moves cholesterol out of cells.",
+                            metadata={"st_id": f"R-HSA-{number}", "collection": "reactome",
+                                      "display_name": f"Pathway {number}"}),
+           f"Pathway {number}", "reactome", st_id=f"R-HSA-{number}")
+    for number in (1, 2, 3)
+]  # fmt: skip
+
+
+def _cited_answer(n: int, salt: int) -> str:
+    """n short cited sentences, as the attack's model wrote them ("|" between them, where a
+    case splits it into tokens)."""
+    return f"{salt}. " + "|".join(f"ABCA1 moves lipid {i}. [{i % 3 + 1}] " for i in range(n))
+
+
+def _rulings(text: str, supported: bool) -> dict[tuple[str, int], Verdict]:
+    verdict = Verdict((0, 9), 0.9 if supported else 0.1, supported)
+    return {(claim.sentence, claim.source_n): verdict for claim in claims_of(text, _SOURCES)}
+
+
+def _all_supported(text: str) -> dict[tuple[str, int], Verdict]:
+    return _rulings(text, supported=True)
+
+
+def _none_supported(text: str) -> dict[tuple[str, int], Verdict]:
+    return _rulings(text, supported=False)
+
+
+def _through_the_handler(tokens: Sequence[str], *, live: bool) -> object:
+    """Every pass the handler makes over the model's text, from its tokens to ``done``."""
+    handler = AnswerEventHandler(
+        request_id="long", emit=lambda _: None, live_citations=live, raise_error=True
+    )
+    handler.start("q", ["auto"], {})
+    retrieval, model = uuid.uuid4(), uuid.uuid4()
+    handler.on_retriever_start(None, "q", run_id=retrieval, tags=[RETRIEVAL_TAG])
+    handler.on_retriever_end([source.document for source in _SOURCES], run_id=retrieval)
+    handler.on_chat_model_start(None, [[]], run_id=model, tags=[ANSWER_TAG])
+    for token in tokens:
+        handler.on_llm_new_token(token, run_id=model)
+    claims = handler.claims()
+    verdict = Verdict((0, 9), 0.9, True)
+    return handler.finish("answered", verdicts=[(claim, verdict) for claim in claims])
+
 
 CASES = [
     # --- the OpenAI adapter: our Sources list in history, the model's own list --------------
@@ -266,6 +316,55 @@ CASES = [
         lambda n, salt: [f"{salt} "] + ["ABCA1 ", "exports ", "cholesterol ", "[1]", ". "] * n,
         _live,
         200,
+    ),
+    # --- the passes over a long answer of short cited sentences (issue 37: 8,000 of them) ----
+    Case(
+        "evidence: the claims of a long answer",
+        lambda n, salt: _cited_answer(n, salt),
+        lambda t: claims_of(t, _SOURCES),
+        300,
+    ),
+    Case(
+        "evidence: the items of a long answer, every claim ruled on",
+        lambda n, salt: _cited_answer(n, salt),
+        lambda t: evidence_items(t, _SOURCES, _all_supported(t)),
+        300,
+    ),
+    Case(
+        "evidence: unsupported markers dropped from a long answer",
+        lambda n, salt: _cited_answer(n, salt),
+        lambda t: drop_unsupported(t, _SOURCES, _none_supported(t)),
+        300,
+    ),
+    Case(
+        "answer: a long cited answer finalized",
+        lambda n, salt: _cited_answer(n, salt),
+        lambda t: finalize_citations(strip_out_of_range_markers(t, 3), _SOURCES),
+        300,
+    ),
+    Case(
+        "answer: a long cited answer numbered live, a sentence a token",
+        lambda n, salt: _cited_answer(n, salt).split("|"),
+        _live,
+        300,
+    ),
+    Case(
+        "answer: a long cited answer through the model-sources filter, a sentence a token",
+        lambda n, salt: _cited_answer(n, salt).split("|"),
+        lambda tokens: "".join(map(ModelSources().feed, tokens)),
+        300,
+    ),
+    Case(
+        "answer: a long cited answer through the handler, judged, to done",
+        lambda n, salt: _cited_answer(n, salt).split("|"),
+        functools.partial(_through_the_handler, live=False),
+        300,
+    ),
+    Case(
+        "answer: a long cited answer through the handler live, judged, to done",
+        lambda n, salt: _cited_answer(n, salt).split("|"),
+        functools.partial(_through_the_handler, live=True),
+        300,
     ),
     # --- the sentence splitter --------------------------------------------------------------
     Case(
