@@ -97,7 +97,20 @@ class ModelSources:
 
     def feed(self, text: str) -> str:
         """Take the next piece of the text; return what can be released now."""
-        self.started = self.started or bool(text)
+        if not text:
+            return ""
+        self.started = True
+        if self._free and "\n" not in text:
+            # The common token, inside a line already known to be prose: released as it
+            # comes, less trailing whitespace, which waits for the next token (what
+            # _release does, without the line machinery).
+            content = text.rstrip()
+            if not content:
+                self._space.append(text)
+                return ""
+            released = "".join(self._space) + content if self._space else content
+            self._space = [text[len(content) :]] if len(content) < len(text) else []
+            return released
         position = 0
         while position < len(text):
             newline = text.find("\n", position)
