@@ -180,7 +180,7 @@ def test_a_failure_whose_text_cites_nothing_lists_no_source() -> None:
     cut = len("ABCA1 exports")
     pipeline, _, _ = make_pipeline([ABCA1, CDK5], _failing("ABCA1 exports cholesterol.", cut))
     result = pipeline.invoke("What does ABCA1 do?")
-    expected = ("failed", "ABCA1 exports", [])
+    expected: tuple[str, str, list[object]] = ("failed", "ABCA1 exports", [])
     assert (result["state"], result["text"], result["references"]) == expected
 
 
