@@ -3,14 +3,21 @@
 
 The request is the SDK's: ``messages``, each with a ``role`` and ``parts`` (text parts are
 read; an older ``content`` string is accepted too). The last user message is the question and
-the turns before it the history. The answer is Server-Sent Events, ``data:`` one JSON chunk
-each, with the header ``x-vercel-ai-ui-message-stream: v1``:
+the turns before it the history. ``cite_urls`` (true or false, as the native API takes it)
+may come beside them, which is where the SDK puts its ``body`` option's fields. The answer is
+Server-Sent Events, ``data:`` one JSON chunk each, with the header
+``x-vercel-ai-ui-message-stream: v1``:
 
-``start``, then for each reference a ``source-url`` part as it is first cited (live
-citations: right before the text citing it), ``text-start`` / ``text-delta`` / ``text-end``
-with the answer's markers already final, then one ``data-evidence`` part per judged citation
-(see below), ``error`` on failure, ``finish`` (its ``messageMetadata`` holds the request id,
-the final state and our references), then ``[DONE]``.
+``start`` (its ``messageMetadata`` holds the request id), then for each reference a
+``source-url`` part as it is first cited (live citations: right before the text citing it),
+``text-start`` / ``text-delta`` / ``text-end`` with the answer's markers already final, then
+one ``data-evidence`` part per judged citation (see below), ``message-metadata`` and
+``error`` on failure, ``finish`` (its ``messageMetadata`` holds the request id, the final
+state and our references), then ``[DONE]``.
+
+A failure's ``error`` part comes last but for ``finish``, after a ``message-metadata`` part
+with what ``finish`` carries: ``useChat`` stops reading at an ``error`` part, so whatever
+comes after it never reaches the message. A failed answer without text lists no source.
 
 The evidence goes as data parts, ``{"type": "data-evidence", "id": "evidence-N", "data": ITEM}``
 with ``ITEM`` one item of ``done.data.evidence`` as the native API gives it (``n``, the
@@ -33,7 +40,7 @@ from typing import Any
 import anyio
 from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError
 
 from app._access import AnswerRoute
 from app._chat_protocols import UnreadableBodyError, data_frame, read_json, split_conversation
@@ -84,6 +91,8 @@ class UIChatRequest(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     messages: list[_UIMessage] = Field(min_length=1, max_length=1000)
+    # Strict, as a JSON boolean: "yes" or 1 is a mistake to report, not a true to guess.
+    cite_urls: StrictBool | None = None
 
 
 def _source(reference: Reference) -> dict[str, Any]:
@@ -127,7 +136,10 @@ def _request_schema() -> dict[str, Any]:
     }
     return {
         "type": "object",
-        "properties": {"messages": {"type": "array", "items": message, "minItems": 1}},
+        "properties": {
+            "messages": {"type": "array", "items": message, "minItems": 1},
+            "cite_urls": {"type": "boolean", "description": "cite user-guide pages by url"},
+        },
         "required": ["messages"],
     }
 
@@ -159,22 +171,36 @@ async def chat(request: Request, pipeline: PipelineDep, settings: SettingsDep) -
     if length is not None:
         return error_response(422, "bad_input", length)
     return StreamingResponse(
-        _stream(pipeline, question, history),
+        _stream(pipeline, question, history, body.cite_urls),
         media_type="text/event-stream",
         headers=UI_STREAM_HEADERS,
     )
 
 
 async def _stream(
-    pipeline: AnswerPipeline, question: str, history: list[tuple[str, str]]
+    pipeline: AnswerPipeline,
+    question: str,
+    history: list[tuple[str, str]],
+    cite_urls: bool | None,
 ) -> AsyncIterator[bytes]:
     request_id = uuid.uuid4().hex
-    events = pipeline.astream(question, history=history, live_citations=True, request_id=request_id)
+    events = pipeline.astream(
+        question,
+        history=history,
+        cite_urls=cite_urls,
+        live_citations=True,
+        request_id=request_id,
+    )
     sent: set[int] = set()  # references already sent as source parts
     text_open = False
-    failed = False
+    error: ErrorEvent | None = None  # held until done: useChat reads nothing after it
     try:
-        yield data_frame({"type": "start", "messageId": request_id})
+        start = {
+            "type": "start",
+            "messageId": request_id,
+            "messageMetadata": {"request_id": request_id},
+        }
+        yield data_frame(start)
         async for event in events:
             if isinstance(event, ReferenceEvent):
                 sent.add(event.data.n)
@@ -185,15 +211,16 @@ async def _stream(
                     yield data_frame({"type": "text-start", "id": _TEXT_ID})
                 yield data_frame({"type": "text-delta", "id": _TEXT_ID, "delta": event.data.text})
             elif isinstance(event, ErrorEvent):
-                failed = True
-                yield data_frame({"type": "error", "errorText": event.data.message})
+                error = event
             elif isinstance(event, DoneEvent):
                 done = event.data
+                # A failure before any text cites nothing, whatever the list says.
+                references = [] if error is not None and not done.text else done.references
                 # References no token announced (a model that did not stream), in order.
-                for reference in done.references:
+                for reference in references:
                     if reference.n not in sent:
                         yield data_frame(_source(reference))
-                if not text_open and done.text and not failed:
+                if not text_open and done.text and error is None:
                     text_open = True
                     yield data_frame({"type": "text-start", "id": _TEXT_ID})
                     yield data_frame({"type": "text-delta", "id": _TEXT_ID, "delta": done.text})
@@ -204,9 +231,12 @@ async def _stream(
                 metadata = {
                     "request_id": request_id,
                     "state": done.state,
-                    "references": [r.model_dump(mode="json") for r in done.references],
+                    "references": [r.model_dump(mode="json") for r in references],
                 }
-                finish = "error" if failed else "stop"
+                if error is not None:
+                    yield data_frame({"type": "message-metadata", "messageMetadata": metadata})
+                    yield data_frame({"type": "error", "errorText": error.data.message})
+                finish = "error" if error is not None else "stop"
                 yield data_frame(
                     {"type": "finish", "finishReason": finish, "messageMetadata": metadata}
                 )

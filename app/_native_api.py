@@ -7,7 +7,8 @@ protocols that clients already speak).
   comments and headers that stop proxies from buffering or caching.
 - ``GET /v1/collections``: what is ingested.
 - ``GET /v1/limits``: the question length, turns and turn length a request must keep to, so
-  that a client checks against the server's numbers rather than copies of them.
+  that a client checks against the server's numbers rather than copies of them; and what the
+  server keeps of an answer (a rating, a log page), so that a client offers only what works.
 """
 
 from __future__ import annotations
@@ -17,10 +18,11 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any, TypeVar
 
 import anyio
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import JSONResponse, Response
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 from sse_starlette import EventSourceResponse
+from starlette.routing import NoMatchFound
 
 from app._access import AnswerRoute
 from app._deps import CatalogDep, PipelineDep, SettingsDep
@@ -60,16 +62,36 @@ def _too_long(body: AnswerRequest, max_chars: int) -> JSONResponse | None:
     return None if problem is None else error_response(422, "bad_input", problem)
 
 
+class ServedLimits(Limits):
+    logs: bool = Field(
+        default=False,
+        description="whether an answer's log page is at /logs/{request_id} (the request id "
+        "of the answer's start event): not with event logs off",
+    )
+
+
+def _serves_log_pages(app: FastAPI) -> bool:
+    # The page is mounted by whichever app has logs to show (serve, and replay --serve of a
+    # log), as the route named after its endpoint, app._log_page's log_page: asking the app
+    # for that route's path tells, whoever built the app.
+    try:
+        app.url_path_for("log_page", request_id="-")
+    except NoMatchFound:
+        return False
+    return True
+
+
 limits_router = APIRouter()
 
 
 @limits_router.get("/v1/limits", summary="The limits a request must keep to")
-async def limits(settings: SettingsDep, request: Request) -> Limits:
-    return Limits(
+async def limits(settings: SettingsDep, request: Request) -> ServedLimits:
+    return ServedLimits(
         max_question_chars=settings.max_question_chars,
         max_turns=MAX_TURNS,
         max_turn_chars=MAX_TURN_CHARS,
         feedback=rates_answers(request.app, settings),
+        logs=settings.event_logs and _serves_log_pages(request.app),
     )
 
 

@@ -95,6 +95,10 @@ def log_view(contents: LogContents, feedback: dict[str, Any] | None = None) -> d
         "answer": {
             "text": done.data.text if done else _streamed_text(contents.events),
             "references": [reference.model_dump() for reference in references],
+            # Each citation's quote and ruling, so the page can mark unsupported ones.
+            "evidence": [item.model_dump(mode="json") for item in done.data.evidence]
+            if done
+            else [],
             "error": error.data.model_dump() if error else None,
         },
         "model": {"input": model_input(contents), "raw_text": model_raw_text(contents)},

@@ -1,7 +1,8 @@
 """``/api/chat`` read by the Vercel AI SDK itself (the ``ai`` package from the npm registry,
 installed into tests/ai_sdk by ``make install-ai-sdk``): the message its reader assembles must
 hold ``done.text`` as its text, ``done.references`` as its source parts, in order, and
-``done.evidence`` as its ``data-evidence`` parts."""
+``done.evidence`` as its ``data-evidence`` parts. ``ai_sdk/chat.mjs`` asks through the SDK's
+chat itself (what ``useChat`` wraps), which stops reading at an ``error`` part."""
 
 from __future__ import annotations
 
@@ -17,12 +18,14 @@ import pytest
 
 from app._links import reference_link
 from callbacks.events import Reference
-from tests.support.fake_openai import fake_chat, serving_env
+from tests.support.fake_openai import Behaviour, fake_chat, serving_env
 from tests.support.servers import Served, serve_command
 
 pytestmark = pytest.mark.slow  # a `serve` subprocess read by the AI SDK in Node.js
 
 READER = Path(__file__).parent / "ai_sdk" / "read_ui_stream.mjs"
+CHAT = READER.parent / "chat.mjs"
+GUIDE_QUESTION = "How do I use the pathway browser?"
 
 
 @pytest.fixture(scope="module")
@@ -33,16 +36,15 @@ def served(sample_home: Path) -> Iterator[Served]:
         yield server
 
 
-def read_with_the_sdk(base: str, turns: list[tuple[str, str]]) -> dict[str, Any]:
+def run_node(script: Path, *args: str) -> dict[str, Any]:
     node = shutil.which("node")
     assert node is not None, "node is missing: make install-node"
-    messages = json.dumps([{"role": role, "text": text} for role, text in turns])
     done = subprocess.run(
-        [node, str(READER), base, messages],
+        [node, str(script), *args],
         capture_output=True,
         text=True,
         timeout=120,
-        cwd=READER.parent,
+        cwd=script.parent,
         check=False,
     )
     assert done.returncode == 0, done.stderr
@@ -50,11 +52,24 @@ def read_with_the_sdk(base: str, turns: list[tuple[str, str]]) -> dict[str, Any]
     return result
 
 
+def read_with_the_sdk(base: str, turns: list[tuple[str, str]]) -> dict[str, Any]:
+    messages = json.dumps([{"role": role, "text": text} for role, text in turns])
+    return run_node(READER, base, messages)
+
+
+def chat_with_the_sdk(
+    base: str, question: str, body: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """What the SDK's chat holds after asking ``question``, ``body`` as its ``body`` option:
+    ``status``, ``error``, the assistant message's ``text``, ``sources`` and ``metadata``."""
+    return run_node(CHAT, base, question, *([json.dumps(body)] if body else []))
+
+
 def native(
-    base: str, question: str, history: list[tuple[str, str]] | None = None
+    base: str, question: str, history: list[tuple[str, str]] | None = None, **options: Any
 ) -> dict[str, Any]:
     turns = [{"role": role, "content": text} for role, text in history or []]
-    body = {"question": question, "history": turns}
+    body = {"question": question, "history": turns, **options}
     response = httpx.post(f"{base}/v1/answer", json=body, timeout=120)
     assert response.status_code == 200, response.text
     answer: dict[str, Any] = response.json()
@@ -157,3 +172,58 @@ def test_a_request_without_a_question_is_refused_in_our_error_shape(served: Serv
         response = httpx.post(f"{served.base}/api/chat", json=body, timeout=30)
         assert response.status_code == 422
         assert response.json()["error"]["code"] == "bad_input"
+
+
+def test_the_body_option_turns_on_user_guide_citations(served: Served) -> None:
+    without = chat_with_the_sdk(served.base, GUIDE_QUESTION)
+    assert without["status"] == "ready"
+    assert without["sources"] == []  # user-guide pages are context, not sources, by default
+
+    message = chat_with_the_sdk(served.base, GUIDE_QUESTION, {"cite_urls": True})
+    answer = native(served.base, GUIDE_QUESTION, cite_urls=True)
+    assert answer["references"]
+    assert message["status"] == "ready"
+    assert message["text"] == answer["text"]
+    assert message["sources"] == sources_of(answer)
+    assert all(s["url"].startswith("https://reactome.org/userguide") for s in message["sources"])
+    assert message["metadata"]["references"] == answer["references"]
+
+    # The native API's boolean, not anything that might be read as one.
+    for wrong in ("yes", 1, "true"):
+        body = {"messages": [{"role": "user", "parts": [{"type": "text", "text": GUIDE_QUESTION}]}],
+                "cite_urls": wrong}  # fmt: skip
+        refused = httpx.post(f"{served.base}/api/chat", json=body, timeout=30)
+        assert refused.status_code == 422, wrong
+        assert refused.json()["error"]["message"].startswith("cite_urls")
+
+
+@pytest.mark.parametrize("behaviour", ["fail_before", "fail_mid"])
+def test_a_failed_answer_reaches_the_chat_with_its_id_and_state(
+    sample_home: Path, behaviour: Behaviour
+) -> None:
+    with fake_chat(behaviour) as fake:
+        env = serving_env(fake)
+        with serve_command(sample_home, env=env) as served:
+            message = chat_with_the_sdk(served.base, "What causes Tangier disease?")
+            metadata = message["metadata"]
+            assert metadata is not None, message
+            logged = httpx.get(f"{served.base}/v1/logs/{metadata['request_id']}", timeout=30)
+    # The chat shows the failure: the SDK's error, with our message (never the upstream's key).
+    assert message["status"] == "error"
+    assert message["error"]
+    assert message["errors"] == [message["error"]]
+    assert "sk-test" not in message["error"]
+    # The metadata came before the error part, so the chat has it: the answer's id (its log
+    # is there under it) and its state.
+    assert metadata["state"] == "failed"
+    assert logged.status_code == 200
+    view = logged.json()
+    assert view["state"] == "failed"
+    # What the chat shows is the answer as logged: its partial text, and only the sources
+    # that text cites; a failure before any text, none at all.
+    assert message["text"] == view["answer"]["text"]
+    assert bool(message["text"]) is (behaviour == "fail_mid")
+    assert metadata["references"] == view["answer"]["references"]
+    assert message["sources"] == sources_of(view["answer"])
+    if behaviour == "fail_before":
+        assert message["sources"] == []

@@ -527,15 +527,17 @@ def test_the_page_asks_the_server_for_its_limits_once(page: Any, served: str) ->
     assert limits.value.status == 200
     stated = limits.value.json()
     sizes = {"max_question_chars", "max_turns", "max_turn_chars"}
-    assert set(stated) == {*sizes, "feedback"}
+    assert set(stated) == {*sizes, "feedback", "logs"}
     assert stated["max_question_chars"] == load_settings().max_question_chars
     assert all(isinstance(stated[name], int) and stated[name] > 0 for name in sizes)
     assert stated["feedback"] is False  # `--no-log`: no log to keep a rating beside
+    assert stated["logs"] is False  # nor a log page to link to
 
     bodies, _ = converse(page, CONVERSATION[:2])
 
     assert len(bodies[1]["history"]) == 2
     assert len(asked) == 1
+    assert page.locator(".answer-log, .feedback").count() == 0
     assert page.problems == []
 
 

@@ -67,6 +67,7 @@ function view(answer) {
     pieces,
     sources: answer.sources.map(label),
     retrieved: answer.retrieved.map(label),
+    failedWithoutText: answer.failedWithoutText,
   };
 }
 async function handle(request) {
@@ -108,7 +109,7 @@ async function handle(request) {
       if (request.status === 0) throw new TypeError("Failed to fetch");
       return new Response(JSON.stringify(request.body), { status: request.status });
     });
-    return { history: history(request.conversation, limits) };
+    return { history: history(request.conversation, limits), limits };
   }
   const body = new ReadableStream({
     start(controller) {
@@ -279,6 +280,19 @@ def test_the_history_keeps_to_the_limits_the_server_states(node: _Node) -> None:
     assert history_sent(node, 200, limits | {"max_turns": 0}) == []
     generous = {"max_question_chars": 1, "max_turns": 50, "max_turn_chars": 20_000}
     assert history_sent(node, 200, generous) == CONVERSATION
+
+
+def limits_read(node: _Node, body: Any) -> Any:
+    request = {"op": "history", "status": 200, "body": body, "conversation": []}
+    return node.ask(request)["limits"]
+
+
+def test_a_log_page_is_offered_only_by_a_server_that_says_it_has_one(node: _Node) -> None:
+    stated = {"max_question_chars": 2000, "max_turns": 4, "max_turn_chars": 15}
+    assert limits_read(node, stated | {"logs": True})["logs"] is True
+    # A server from before the field, or one that says anything but true, has none to offer.
+    for said in ({}, {"logs": False}, {"logs": "true"}, {"logs": 1}):
+        assert limits_read(node, stated | said)["logs"] is False
 
 
 @pytest.mark.parametrize(
@@ -471,6 +485,31 @@ def test_a_live_answer_that_fails_keeps_what_it_showed(node: _Node, streams: _St
     assert steps[-1]["text"].startswith("CDK5 [1] is kept active")
     assert steps[-1]["sources"] == labels(done.data.references)
     assert steps[-1]["sources"][0] == [1, CDK5.metadata["st_id"]]
+
+
+@pytest.mark.parametrize("live", [True, False], ids=["live", "not-live"])
+def test_an_answer_that_fails_before_any_text_lists_no_sources(
+    node: _Node, streams: _Streams, live: bool
+) -> None:
+    # Read as the pipeline sends it, whichever list done has (check_stream holds a view of it).
+    streams.tokens = [None]
+    streams.retriever.documents = list(DOCUMENTS)
+    events = list(streams.pipeline.stream("What?", live_citations=live))
+    done = events[-1]
+    assert isinstance(done, DoneEvent)
+    assert done.data.state == "failed"
+    assert done.data.text == ""
+    steps = on_the_page(node, events)
+    # Whatever done lists (a server before issue 37 listed every source retrieved), nothing
+    # was answered: no Sources, and the page offers no rating; what was searched stays.
+    assert steps[-1]["sources"] == []
+    assert steps[-1]["failedWithoutText"] is True
+    assert steps[-1]["retrieved"] == labels(citations_of(events))
+    assert not any(step["failedWithoutText"] for step in steps[:-1])
+
+
+def citations_of(events: list[Event]) -> list[Any]:
+    return [event.data for event in events if event.type == "citation"]
 
 
 @pytest.mark.parametrize("case", ["refused", "nothing_found"])

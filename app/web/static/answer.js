@@ -63,9 +63,16 @@ export class AnswerState {
     return this.done.evidence ?? [];
   }
 
+  // A failure before any text: nothing was answered, so nothing is cited or to be rated.
+  get failedWithoutText() {
+    return this.done !== null && this.done.state === "failed" && this.text === "";
+  }
+
   // The answer's Sources list; its numbers are the ones the text's markers use.
   get sources() {
     if (this.done !== null) {
+      // Whatever done lists: a server older than this page listed every source retrieved.
+      if (this.failedWithoutText) return [];
       // An answer that cites nothing had no reference events: like any answer, it lists
       // what done lists (the untouched retrieved list, or nothing).
       if (this.live && this.references.length) return this.references;
@@ -76,6 +83,11 @@ export class AnswerState {
 }
 
 // --- Rendering --------------------------------------------------------------------------------
+
+// Where the server shows the log of the answer with this request id (the log page).
+export function logPath(requestId) {
+  return `/logs/${encodeURIComponent(requestId)}`;
+}
 
 export function sourceHref(source) {
   if (source.st_id) return `${SITE}/content/detail/${encodeURIComponent(source.st_id)}`;

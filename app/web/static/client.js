@@ -12,7 +12,7 @@
 // - limits.js: the server's request limits and the history that keeps to them;
 // - feedback.js: thumbs up or down, and a comment, under a finished answer.
 
-import { AnswerState, drawer } from "./answer.js";
+import { AnswerState, drawer, logPath } from "./answer.js";
 import { errorMessage } from "./errors.js";
 import { feedbackControls } from "./feedback.js";
 import { fetchLimits, history } from "./limits.js";
@@ -197,11 +197,15 @@ async function ask(question, citeUrls, keyOnce = null) {
         showError(event.data.message);
       } else if (event.type === "done") {
         // Known before the answer settles, so its controls appear in the same moment.
-        const rates = ((await limits) || { feedback: true }).feedback;
+        const offers = (await limits) || { feedback: true, logs: false };
         finish(answer, draw);
         if (current === controller) {
           turnOnPage = true;
-          if (requestId && rates) page.feedback.append(feedbackControls(requestId, apiKey));
+          if (requestId && offers.feedback && !answer.failedWithoutText) {
+            page.feedback.append(feedbackControls(requestId, apiKey));
+          }
+          // A failed answer has a log too, and it says what went wrong.
+          if (requestId && offers.logs) page.feedback.append(logLink(requestId));
           if (answer.done.state === "answered") {
             conversation.push(
               { role: "user", content: question },
@@ -223,6 +227,20 @@ async function ask(question, citeUrls, keyOnce = null) {
   } finally {
     if (current === controller) current = null;
   }
+}
+
+function logLink(requestId) {
+  const line = document.createElement("p");
+  line.className = "answer-log";
+  const link = document.createElement("a");
+  link.href = logPath(requestId);
+  link.textContent = "How this answer was made (its log)";
+  // A tab of its own, so the conversation stays; with the opener, the new tab starts with a
+  // copy of this one's session storage, so a key given here opens the log without asking.
+  link.target = "_blank";
+  link.rel = "opener";
+  line.append(link);
+  return line;
 }
 
 const DONE_NOTES = {

@@ -35,7 +35,33 @@ export async function sendFeedback(requestId, rating, comment, key, post = fetch
   return errorMessage(response);
 }
 
-const LABELS = { up: ["\u{1F44D}", "Good answer"], down: ["\u{1F44E}", "Bad answer"] };
+const LABELS = { up: "Good answer", down: "Bad answer" };
+
+// The thumbs are drawn, not written: an emoji needs a font that has it, and a machine without
+// one shows an empty box. One outline, turned upside down for "down"; it takes the button's
+// text colour, and the button's label is what a screen reader says.
+const SVG = "http://www.w3.org/2000/svg";
+const THUMB = "M7 10v11H3V10zM7 10l4-7c1.7 0 2.8 1.3 2.4 3L13 9h6.2c1.3 0 2.2 1.2 1.9 2.4"
+  + "l-1.9 7.9c-.2 1-1.1 1.7-2.1 1.7H7";
+
+export function thumb(direction) {
+  const icon = document.createElementNS(SVG, "svg");
+  icon.setAttribute("viewBox", "0 0 24 24");
+  icon.setAttribute("width", "20");
+  icon.setAttribute("height", "20");
+  icon.setAttribute("aria-hidden", "true");
+  icon.setAttribute("focusable", "false");
+  icon.classList.add("thumb");
+  const path = document.createElementNS(SVG, "path");
+  path.setAttribute("d", THUMB);
+  path.setAttribute("fill", "none");
+  path.setAttribute("stroke", "currentColor");
+  path.setAttribute("stroke-width", "1.8");
+  path.setAttribute("stroke-linejoin", "round");
+  if (direction === "down") path.setAttribute("transform", "rotate(180 12 12)");
+  icon.append(path);
+  return icon;
+}
 
 // The controls for one answer; apiKey() gives the key the page holds, if any.
 export function feedbackControls(requestId, apiKey) {
@@ -71,12 +97,12 @@ export function feedbackControls(requestId, apiKey) {
     box.dataset.sent = problem === null ? rating : "";
     return problem;
   };
-  for (const [value, [symbol, name]] of Object.entries(LABELS)) {
+  for (const [value, name] of Object.entries(LABELS)) {
     const button = document.createElement("button");
     button.type = "button";
     button.className = "rate";
     button.dataset.rating = value;
-    button.textContent = symbol;
+    button.append(thumb(value));
     button.title = name;
     button.setAttribute("aria-label", name);
     button.setAttribute("aria-pressed", "false");

@@ -20,6 +20,8 @@ export function readLimits(body) {
   }
   // Whether answers can be rated: only a server that says it cannot hides the thumbs.
   limits.feedback = body.feedback !== false;
+  // Whether each answer has a log page: only a server that says so gets a link to one.
+  limits.logs = body.logs === true;
   return limits;
 }
 

@@ -8,6 +8,7 @@
 
 import { sourceHref, textPieces } from "./answer.js";
 import { errorMessage } from "./errors.js";
+import { NOT_SUPPORTED, unsupportedLabel } from "./evidence.js";
 
 const KEY_ITEM = "reactome-answers-api-key"; // the web client's, so one key serves both pages
 const VIEW_VERSION = 1;
@@ -89,16 +90,28 @@ function drawSearched(view) {
     : "";
 }
 
+function evidenceOf(view) {
+  // A view written before the log page showed evidence has none: that reads as no items.
+  const evidence = view.answer.evidence;
+  return Array.isArray(evidence) ? evidence : [];
+}
+
 function drawAnswer(view) {
   const { text, references, error } = view.answer;
-  // Each marker links to its reference below; the reference links to Reactome.
+  // Each marker links to its reference below; the reference links to Reactome. A marker the
+  // judge found unsupported is set apart by shape and words, as in the web client.
   const fragment = document.createDocumentFragment();
-  for (const piece of textPieces(text, references)) {
+  for (const piece of textPieces(text, references, evidenceOf(view))) {
     if ("code" in piece) fragment.append(element("code", piece.code));
     else if ("cite" in piece && piece.source) {
       const link = element("a", piece.cite, "cite");
       link.href = `#ref-${piece.source.n}`;
       link.title = piece.source.display_name;
+      if (piece.evidence && !piece.evidence.supported) {
+        link.classList.add("unsupported");
+        link.title = `${piece.source.display_name}: ${NOT_SUPPORTED.toLowerCase()}`;
+        link.setAttribute("aria-label", unsupportedLabel(piece.cite));
+      }
       fragment.append(link);
     } else fragment.append("cite" in piece ? piece.cite : piece.text);
   }
@@ -125,6 +138,37 @@ function drawAnswer(view) {
     item.append(name, element("span", detail, "detail"));
     page.references.append(item);
   }
+}
+
+function codePoints(text, [start, end]) {
+  // The offsets of evidence count code points, as Python does; JavaScript's count UTF-16 units.
+  return Array.from(text).slice(start, end).join("");
+}
+
+function drawEvidence(view) {
+  const { text } = view.answer;
+  const evidence = evidenceOf(view);
+  if (!evidence.length) {
+    page.evidenceNote.textContent =
+      "No evidence: the answer cites nothing, or the log was written before evidence was recorded.";
+    return;
+  }
+  const flagged = evidence.filter((item) => !item.supported).length;
+  page.evidenceNote.textContent =
+    `${plural(evidence.length, "citation")} judged, ${flagged} not supported by the source cited: ` +
+    "each sentence of the answer with the passage of its source that comes closest to it.";
+  const thead = element("thead");
+  thead.append(row(["citation", "sentence", "closest passage of the source", "score", "ruling"], "th"));
+  const tbody = element("tbody");
+  for (const item of evidence) {
+    const ruling = item.supported ? "supported" : NOT_SUPPORTED.toLowerCase();
+    const tr = row([referenceLink(item.n), codePoints(text, item.sentence), item.quote, item.score, ruling]);
+    tr.dataset.supported = String(item.supported);
+    if (!item.supported) tr.classList.add("unsupported");
+    tbody.append(tr);
+  }
+  page.evidence.replaceChildren(thead, tbody);
+  page.evidence.hidden = false;
 }
 
 function drawCandidates(view) {
@@ -240,8 +284,8 @@ export function drawView(view) {
     showError(`This page draws log views of version ${VIEW_VERSION}; this one is ${view.view}.`);
   }
   document.title = `Log: ${view.question.slice(0, 60)}`;
-  for (const draw of [drawFacts, drawQuestion, drawSearched, drawAnswer, drawCandidates,
-    drawTimeline, drawModel, drawTimings, drawFeedback, drawReleases]) {
+  for (const draw of [drawFacts, drawQuestion, drawSearched, drawAnswer, drawEvidence,
+    drawCandidates, drawTimeline, drawModel, drawTimings, drawFeedback, drawReleases]) {
     draw(view);
   }
   page.log.hidden = false;
@@ -255,6 +299,19 @@ export function drawView(view) {
 function showError(message) {
   page.error.textContent = message;
   page.error.hidden = false;
+}
+
+function showNotFound() {
+  // The server's 404 names the id and the retention; the page says the same for a person,
+  // with what to try.
+  page.error.hidden = true;
+  page.keyForm.hidden = true;
+  document.title = "Not in the logs";
+  page.notFoundText.textContent =
+    `No answer with the request id “${requestId()}” is in this server's logs. ` +
+    "Answers are kept for the log retention only and not at all while logs are off; " +
+    "check the id, or find the answer with 'reactome-answers logs list'.";
+  page.notFound.hidden = false;
 }
 
 function storedKey() {
@@ -303,6 +360,10 @@ async function fetchView(key) {
     page.apiKey.focus();
     return;
   }
+  if (response.status === 404) {
+    showNotFound();
+    return;
+  }
   if (!response.ok) {
     showError(await errorMessage(response));
     return;
@@ -317,7 +378,7 @@ function start() {
     "searched", "answer", "references", "candidates", "timeline", "feedback", "releases",
     "timings", "api-key", "key-form", "history-section", "searched-collections",
     "answer-error", "no-references", "candidates-note", "no-model-input", "model-input",
-    "raw-section", "raw-text"]) {
+    "raw-section", "raw-text", "evidence", "evidence-note", "not-found", "not-found-text"]) {
     page[id.replace(/-(.)/g, (_, letter) => letter.toUpperCase())] = document.getElementById(id);
   }
   const embedded = document.getElementById("log-view");
