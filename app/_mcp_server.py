@@ -19,8 +19,10 @@ naming them, not a tool error, so an assistant knows to fix the call rather than
 # signature, whose annotations name a description made when the server is built.
 import asyncio
 import json
+import shlex
 import uuid
 from collections.abc import Awaitable, Callable
+from importlib.metadata import PackageNotFoundError, version
 from typing import Annotated, Any, Literal
 
 import anyio
@@ -29,7 +31,8 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field, ValidationError
 
-from app._links import sources_markdown
+from app._links import reference_link, sources_markdown
+from app._request_models import MAX_TURN_CHARS, MAX_TURNS
 from callbacks.events import (
     CitationEvent,
     DoneData,
@@ -41,8 +44,13 @@ from callbacks.events import (
     TokenEvent,
 )
 from pipelines.catalog.catalog import Catalog
-from pipelines.citations.sources import number_sources
-from pipelines.core.errors import PersonalAdviceError, ReactomeAnswersError
+from pipelines.citations.sources import Source, number_sources
+from pipelines.core.errors import (
+    ErrorCode,
+    NotIngestedError,
+    PersonalAdviceError,
+    ReactomeAnswersError,
+)
 from pipelines.core.options import RequestOptions
 from pipelines.core.redaction import one_line, redact_secrets
 from pipelines.pipeline import AnswerPipeline
@@ -65,13 +73,21 @@ _INSTRUCTIONS = (
 
 class Turn(BaseModel):
     role: Literal["user", "assistant"] = Field(description="who said it")
-    content: str = Field(min_length=1, description="what was said")
+    # The native API's limit on a turn (app/_request_models.py), so no surface takes more.
+    content: str = Field(min_length=1, max_length=MAX_TURN_CHARS, description="what was said")
+
+
+class LinkedReference(Reference):
+    link: str = Field(
+        description="where to read it: its Reactome page (or user-guide page), an absolute URL"
+    )
 
 
 class SearchHit(BaseModel):
     n: int = Field(description="its number, as an answer's citation events number it")
     st_id: str | None = Field(description="its Reactome stable id (R-HSA-...), if it has one")
     url: str | None = Field(description="its user-guide page, for user-guide sources")
+    link: str = Field(description="its Reactome page (or user-guide page), an absolute URL")
     title: str = Field(description="its name in Reactome")
     collection: str = Field(description="the collection it was found in")
     snippet: str = Field(description="the start of the text it was found by")
@@ -89,11 +105,24 @@ class SearchResult(BaseModel):
 class Answer(BaseModel):
     state: str = Field(description="answered, nothing_found, refused or failed")
     text: str = Field(description="the answer; its [n] markers are the references' n")
-    references: list[Reference] = Field(description="the sources the answer cites, by n")
+    references: list[LinkedReference] = Field(
+        description="the sources the answer cites, by n, each with its link"
+    )
     evidence: list[EvidenceData] = Field(
         default_factory=list, description="for each (sentence, cited source), the passage"
     )
     request_id: str = Field(description="the answer's log on the server is under this id")
+
+
+def _package_version() -> str:
+    try:
+        return version("reactome-answers")
+    except PackageNotFoundError:  # a source tree that was never installed
+        return "unknown"
+
+
+def _linked(reference: Reference) -> LinkedReference:
+    return LinkedReference(**reference.model_dump(), link=reference_link(reference))
 
 
 def _describe(catalog: Catalog) -> str:
@@ -104,6 +133,7 @@ def mcp_server(pipeline: AnswerPipeline, catalog: Catalog) -> MCPServer:
     """A server whose tools ask ``pipeline``; ``catalog`` names the collections it takes."""
     server = MCPServer(
         "reactome-answers",
+        version=_package_version(),
         instructions=_INSTRUCTIONS,
         log_level="WARNING",
         middleware=[_invalid_params(lambda: server)],
@@ -133,14 +163,20 @@ def mcp_server(pipeline: AnswerPipeline, catalog: Catalog) -> MCPServer:
         ctx: Context,
         history: Annotated[
             list[Turn] | None,
-            Field(description="earlier turns of the conversation, oldest first"),
+            Field(
+                max_length=MAX_TURNS,
+                description=f"earlier turns of the conversation, oldest first (at most "
+                f"{MAX_TURNS}, each at most {MAX_TURN_CHARS} characters)",
+            ),
         ] = None,
         collections: Annotated[list[str] | None, Field(description=collections_help)] = None,
         cite_urls: Annotated[
             bool | None,
             Field(
-                description="number user-guide pages as sources, cited by link; omit for the "
-                "server's choice"
+                # Strict: "yes" or 1 is not read as true, it is named as the bad argument.
+                strict=True,
+                description="number user-guide pages as sources, cited by link (true or "
+                "false); omit for the server's choice",
             ),
         ] = None,
     ) -> Annotated[CallToolResult, Answer]:
@@ -235,6 +271,8 @@ async def _answer(
                 await progress(tokens, None, event.data.text)
             elif isinstance(event, ErrorEvent):
                 error = event.data.message
+                if event.data.code == ErrorCode.NOT_INGESTED:
+                    error = _ingest_hint(error, pipeline)
             elif isinstance(event, DoneEvent):
                 done = event.data
     finally:
@@ -248,7 +286,7 @@ async def _answer(
     answer = Answer(
         state=done.state,
         text=done.text,
-        references=done.references,
+        references=[_linked(reference) for reference in done.references],
         evidence=done.evidence,
         request_id=request_id,
     )
@@ -277,6 +315,8 @@ async def _search(
     except Exception as error:  # the store, the model: one line, as ask_reactome says it
         ours = isinstance(error, ReactomeAnswersError)
         text = redact_secrets(str(error)) if ours else one_line(error)
+        if isinstance(error, NotIngestedError):
+            text = _ingest_hint(text, pipeline)
         return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
     sources, _ = number_sources(documents, cite_urls=bool(options.cite_urls))
     hits = [
@@ -284,6 +324,7 @@ async def _search(
             n=source.n,
             st_id=source.st_id,
             url=source.url,
+            link=_link(source),
             title=source.display_name,
             collection=source.collection,
             snippet=" ".join(source.document.page_content.split())[:_SNIPPET_CHARS],
@@ -293,6 +334,28 @@ async def _search(
     ]
     result = SearchResult(query=query, sources=hits)
     return _search_result(result, result.model_dump_json(indent=2))
+
+
+def _link(source: Source) -> str:
+    # The link a reference to it would have (the same rules on every surface).
+    reference = Reference(
+        n=source.n,
+        source_n=source.n,
+        st_id=source.st_id,
+        url=source.url,
+        display_name=source.display_name,
+        collection=source.collection,
+    )
+    return reference_link(reference)
+
+
+def _ingest_hint(message: str, pipeline: AnswerPipeline) -> str:
+    """``message`` (nothing ingested) with the command that ingests into the home this server
+    uses: an assistant starts it with a bare environment and ``--home``, which a bare
+    ``reactome-answers ingest`` in a shell would not find."""
+    home = shlex.quote(str(pipeline.settings.home))
+    what = message.split("; ", 1)[0]  # the pipeline's own fix names no home
+    return f"{what}; to ingest into it, run: reactome-answers --home {home} ingest --sample"
 
 
 def _relevance(value: Any) -> float | None:

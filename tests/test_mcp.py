@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +23,8 @@ from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import INVALID_PARAMS
 
+from app._links import REACTOME_DETAIL
+from app._request_models import MAX_TURN_CHARS, MAX_TURNS
 from callbacks.events import CitationEvent, ErrorEvent
 from tests.support.fake_openai import fake_chat, serving_env
 from tests.support.logs import logs_asking
@@ -105,6 +109,8 @@ async def test_the_tools_and_the_collections_resource_are_listed(
     sample_home: Path, served: Served, transport: str, mode: str
 ) -> None:
     async with _client(transport, sample_home, served, mode) as client:
+        assert client.server_info is not None
+        assert client.server_info.version == version("reactome-answers")
         tools = {tool.name: tool for tool in (await client.list_tools()).tools}
         assert set(tools) == {"ask_reactome", "search_reactome"}
         ask = tools["ask_reactome"]
@@ -151,7 +157,12 @@ async def test_ask_reactome_gives_the_answer_of_v1_answer_with_progress_first(
     assert answer is not None
     assert answer["state"] == "answered"
     assert answer["text"] == expected["text"]
-    assert answer["references"] == expected["references"]
+    # The references of /v1/answer, each with its Reactome page as a link.
+    assert [{k: v for k, v in ref.items() if k != "link"} for ref in answer["references"]] == (
+        expected["references"]
+    )
+    for reference in answer["references"]:
+        assert reference["link"] == REACTOME_DETAIL + reference["st_id"]
     assert answer["evidence"] == expected["evidence"]
     assert answer["request_id"] != expected["request_id"]  # each answer has its own log
     text = result.content[0].text  # type: ignore[union-attr]
@@ -230,6 +241,16 @@ async def test_a_follow_up_a_refusal_nothing_found_and_bad_arguments(
             ({"question": QUESTION, "collections": ["nope"]}, "collections"),
             ({"query": QUESTION, "k": 0}, "k"),
             ({"question": "x" * 2001}, "question"),
+            # The native API's history limits, and a boolean that is one.
+            ({"question": QUESTION, "history": [history[0]] * (MAX_TURNS + 1)}, "history"),
+            (
+                {
+                    "question": QUESTION,
+                    "history": [{"role": "user", "content": "x" * (MAX_TURN_CHARS + 1)}],
+                },
+                "history",
+            ),
+            ({"question": QUESTION, "cite_urls": "yes"}, "cite_urls"),
         ):
             tool = "search_reactome" if "query" in arguments else "ask_reactome"
             with pytest.raises(MCPError) as caught:
@@ -300,11 +321,12 @@ async def test_an_answer_over_mcp_holds_a_slot_until_its_client_leaves(
                     found = await other.call_tool("search_reactome", {"query": QUESTION})
                     assert found.structured_content
                     assert found.structured_content["sources"]
-                    # and a second answer over MCP is refused with the cap's reason.
-                    with pytest.raises(MCPError) as caught:
-                        await other.call_tool("ask_reactome", {"question": QUESTION})
-                    assert "REACTOME_ANSWERS_MAX_CONCURRENT_ANSWERS" in caught.value.error.message
-                    assert caught.value.error.data == {"code": "too_many_answers", "status": 429}
+                    # and a second answer over MCP is a tool error with the cap's reason,
+                    # which the client shows and its model reads.
+                    busy = await other.call_tool("ask_reactome", {"question": QUESTION})
+                    assert busy.is_error
+                    reason = busy.content[0].text  # type: ignore[union-attr]
+                    assert "REACTOME_ANSWERS_MAX_CONCURRENT_ANSWERS" in reason
                 group.cancel_scope.cancel()  # the first client leaves mid-answer
 
             # Its answer is cancelled, as its log says, and the slot is free again.
@@ -326,13 +348,15 @@ async def test_an_answer_over_mcp_holds_a_slot_until_its_client_leaves(
             assert 'reactome_answers_rejections_total{reason="too_many_answers"} 2.0' in metrics
 
 
-async def test_answers_over_mcp_count_against_the_rate_limit(sample_home: Path) -> None:
-    env = {"REACTOME_ANSWERS_RATE_LIMIT": "4", "REACTOME_ANSWERS_EVENT_LOGS": "false"}
+async def test_tool_calls_over_mcp_count_against_the_rate_limit(sample_home: Path) -> None:
+    limit = 4
+    env = {"REACTOME_ANSWERS_RATE_LIMIT": str(limit), "REACTOME_ANSWERS_EVENT_LOGS": "false"}
     answered = 0
     with serve_command(sample_home, env=env) as limited:
         async with _http(limited.base, "auto") as client:
-            # Every MCP message is a request; a minute holds 4, so asking soon meets the limit
-            # (a bound of 12 asks: each refill takes 15 s).
+            # Each call counts; the discovery and the listing the client reads the output
+            # schema from do not. A minute holds 4 (a bound of 12 asks: each refill takes
+            # 15 s, far longer than an answer here).
             refused: MCPError | None = None
             for _ in range(12):
                 try:
@@ -343,6 +367,64 @@ async def test_answers_over_mcp_count_against_the_rate_limit(sample_home: Path) 
                 assert result.structured_content
                 answered += result.structured_content["state"] == "answered"
     assert refused is not None, "12 answers over MCP in a minute, with a limit of 4"
-    assert answered >= 1
+    assert answered >= limit
     assert "REACTOME_ANSWERS_RATE_LIMIT" in refused.error.message
     assert refused.error.data == {"code": "rate_limited", "status": 429}
+
+
+async def test_get_streams_at_mcp_cannot_use_up_the_connections(sample_home: Path) -> None:
+    env = {"REACTOME_ANSWERS_MAX_CONNECTIONS": "4"}
+    with serve_command(sample_home, env=env) as limited:
+        async with AsyncExitStack() as stack:
+            # Three times the cap, each from its own client left open, as idle listeners are.
+            with anyio.fail_after(120):
+                for _ in range(12):
+                    http = await stack.enter_async_context(httpx.AsyncClient(timeout=30))
+                    response = await http.get(
+                        f"{limited.base}/mcp", headers={"Accept": "text/event-stream"}
+                    )
+                    assert response.status_code == 405
+            # Each was answered at once and its connection closed: the server still serves.
+            health = httpx.get(f"{limited.base}/healthz", timeout=30)
+            assert health.status_code == 200, health.text
+
+
+def test_a_line_that_is_not_a_message_gets_an_error_over_stdio(sample_home: Path) -> None:
+    lines = [
+        "{not json",
+        "",  # a blank line is no message: no reply
+        '{"jsonrpc": "2.0", "id": 5, "method": 7}',
+        '{"jsonrpc": "2.0", "id": 6, "method": "ping", "params": {"x": "\\ud800"}}',
+        json.dumps({"jsonrpc": "2.0", "id": 7, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "probe", "version": "1"}}}),
+    ]  # fmt: skip
+    done = subprocess.run(
+        [COMMAND, "--home", str(sample_home), "mcp"],
+        input="\n".join(lines) + "\n",
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={k: v for k, v in os.environ.items() if k.startswith(("REACTOME_", "PATH", "HOME"))},
+        check=True,
+    )
+    replies = [json.loads(line) for line in done.stdout.splitlines()]
+    # Each in order, as over HTTP: the client waiting on a request hears why.
+    assert [(reply["id"], reply.get("error", {}).get("code")) for reply in replies] == [
+        (None, -32700),
+        (5, -32600),
+        (None, -32700),  # a lone surrogate is not JSON text
+        (7, None),
+    ]
+    assert replies[-1]["result"]["serverInfo"]["version"] == version("reactome-answers")
+
+
+async def test_an_empty_home_says_how_to_ingest_into_it(tmp_path: Path) -> None:
+    home = tmp_path / "empty home"
+    async with _stdio(home, "auto") as client:
+        result = await client.call_tool("ask_reactome", {"question": QUESTION})
+        found = await client.call_tool("search_reactome", {"query": QUESTION})
+    for failed in (result, found):
+        assert failed.is_error
+        hint = failed.content[0].text  # type: ignore[union-attr]
+        assert f"run: reactome-answers --home '{home}' ingest --sample" in hint, hint

@@ -1,26 +1,23 @@
-"""Which MCP messages at `/mcp` run an answer (only a call of `ask_reactome` takes a slot of
-the answer cap), and the shape of a refusal there, through the real middleware."""
+"""What the HTTP layer reads of an MCP message at `/mcp`: whether it runs an answer (only a
+call of `ask_reactome` takes a slot of the answer cap), whether the rate limit counts it
+(tool calls and resource reads), and the id a refusal answers; and that the app serves MCP
+each time it starts. tests/test_mcp_guards.py drives the limits through the real server."""
 
 from __future__ import annotations
 
 import json
 
 from langchain_core.language_models import FakeListChatModel
-from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import Response
-from starlette.routing import Route
 from starlette.testclient import TestClient
 
-from app._access import AnswerCap, AnswerSlots
-from app._mcp_wire import MCP_PATH, calls_the_answer_tool
+from app._mcp_wire import MCP_PATH, Posted, calls_the_answer_tool, read_posted
 from app._server_settings import load_server_settings
 from app.server import create_app
 from pipelines.core.settings import load_settings
 from pipelines.pipeline import AnswerPipeline
 
 
-def _call(name: str, id_: int = 1) -> dict[str, object]:
+def _call(name: str, id_: int | str = 1) -> dict[str, object]:
     return {"jsonrpc": "2.0", "id": id_, "method": "tools/call",
             "params": {"name": name, "arguments": {"question": "What is ABCA1?"}}}  # fmt: skip
 
@@ -40,42 +37,25 @@ def test_only_a_call_of_the_answer_tool_runs_an_answer() -> None:
     assert not calls_the_answer_tool(b"[" * 100_000 + b"]" * 100_000)  # too deep to read
 
 
-async def _echo(request: Request) -> Response:
-    return Response(await request.body(), media_type="application/json")
+def test_tool_calls_and_resource_reads_count_and_a_lone_requests_id_is_read() -> None:
+    def posted(message: object) -> Posted:
+        return read_posted(json.dumps(message).encode())
 
-
-def test_the_cap_holds_answer_calls_at_mcp_and_lets_the_rest_through_intact() -> None:
-    slots = AnswerSlots(1)
-    app = Starlette(routes=[Route(MCP_PATH, _echo, methods=["POST"])])
-    app.add_middleware(AnswerCap, slots=slots, paths={MCP_PATH})
-    listing = {"jsonrpc": "2.0", "id": 7, "method": "tools/list"}
-    with TestClient(app) as client:
-        assert slots.try_take()  # another answer has the only slot
-        # What runs no answer goes on, and the app reads the body the cap read first.
-        passed = client.post(MCP_PATH, json=listing)
-        assert passed.status_code == 200
-        assert passed.json() == listing
-        assert client.post(MCP_PATH, json=_call("search_reactome")).json()["id"] == 1
-        # The body decides, whatever the headers say (the SDK holds a legacy request to none).
-        disguised = {"Mcp-Method": "tools/list", "Mcp-Name": "search_reactome"}
-        assert (
-            client.post(MCP_PATH, json=_call("ask_reactome"), headers=disguised).status_code == 429
-        )
-        # An answer is refused as a JSON-RPC error an MCP client shows, with the cap's reason.
-        refused = client.post(MCP_PATH, json=_call("ask_reactome"))
-        assert refused.status_code == 429
-        assert refused.headers["retry-after"] == "1"
-        error = refused.json()
-        assert error["jsonrpc"] == "2.0"
-        assert error["id"] is None
-        assert error["error"]["code"] == -32000
-        assert "REACTOME_ANSWERS_MAX_CONCURRENT_ANSWERS" in error["error"]["message"]
-        assert error["error"]["data"] == {"code": "too_many_answers", "status": 429}
-        slots.give_back()
-        # With the slot free the call runs, its body intact, and gives the slot back.
-        answered = client.post(MCP_PATH, json=_call("ask_reactome", 9))
-        assert answered.json() == _call("ask_reactome", 9)
-        assert slots.in_use == 0
+    assert posted(_call("search_reactome", 3)) == Posted(counts=True, request_id=3)
+    assert posted(_call("ask_reactome", "a")).calls_the_answer_tool
+    read = {"jsonrpc": "2.0", "id": 4, "method": "resources/read", "params": {"uri": "x"}}
+    assert posted(read).counts
+    for method in ("initialize", "tools/list", "ping", "server/discover", "resources/list"):
+        assert posted({"jsonrpc": "2.0", "id": 5, "method": method}) == Posted(request_id=5)
+    assert not posted({"jsonrpc": "2.0", "method": "notifications/initialized"}).counts
+    # A 2026-era request names its protocol version in _meta; its result needs a resultType.
+    modern = _call("ask_reactome", 6)
+    modern["params"]["_meta"] = {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}  # type: ignore[index]
+    assert posted(modern).modern
+    # Only a string or a number is an id; a batch has none of its own.
+    assert posted({"jsonrpc": "2.0", "id": True, "method": "ping"}).request_id is None
+    assert posted([_call("ask_reactome", 7)]) == Posted(counts=True, calls_the_answer_tool=True)
+    assert read_posted(b"{not json") == Posted()
 
 
 def test_the_app_serves_mcp_each_time_it_is_started() -> None:
