@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -163,7 +164,9 @@ def cmd_collections(args: argparse.Namespace, settings: Settings) -> int:
         print(json.dumps([info.as_json() for info in infos], indent=2))
         return 0
     if not infos:
-        print(f"nothing ingested in {settings.home}; run 'reactome-answers ingest --sample'")
+        home = shlex.quote(str(settings.home))
+        print(f"nothing ingested in {settings.home}; run: reactome-answers --home {home} "
+              "ingest --sample")  # fmt: skip
         return 0
     for info in infos:
         print(

@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import json
 import re
+import shlex
 import shutil
 import sqlite3
 import threading
@@ -360,7 +361,10 @@ def check_embedding_model(client: ClientAPI, logical: str, settings: Settings) -
     if version is None:
         raise NotIngestedError(
             f"collection {logical!r} has not been ingested into {settings.home}",
-            fix="run 'reactome-answers ingest --sample' (or --from DIR)",
+            # The home named: a server or an assistant may run with a --home that a bare
+            # `reactome-answers ingest` in a shell would not find.
+            fix=f"run: reactome-answers --home {shlex.quote(str(settings.home))} ingest "
+            "--sample (or --from DIR)",
         )
     stored = version.metadata.get(MODEL)
     if stored != settings.embeddings:
