@@ -164,10 +164,12 @@ def test_ask_json_is_the_done_data_with_request_id(sample_home: Path) -> None:
 
 @pytest.mark.slow  # the installed command, per failure
 def test_ask_failures_are_one_line(tmp_path: Path) -> None:
-    result = cli(tmp_path / "nothing-here", "ask", "What causes Tangier disease?")
+    home = tmp_path / "nothing here"
+    result = cli(home, "ask", "What causes Tangier disease?")
     assert result.returncode == 1
     assert result.stderr.strip().splitlines() == [result.stderr.strip()]  # one line
-    assert "ingest --sample" in result.stderr
+    # The home this command uses, quoted for a shell, so the hint works as it is pasted.
+    assert f"reactome-answers --home '{home}' ingest --sample" in result.stderr
     refused = cli(tmp_path, "ask", "   ")
     assert refused.returncode == 1
     assert "empty" in refused.stdout
