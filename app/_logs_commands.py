@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -14,6 +14,10 @@ from typing import Any
 from app._options import port_number
 from callbacks.events import (
     DoneEvent,
+    ErrorEvent,
+    Event,
+    Reference,
+    ReferenceEvent,
     TokenEvent,
     to_jsonl,
 )
@@ -26,7 +30,7 @@ from callbacks.log import (
     read_log,
 )
 from callbacks.log_records import mapping, model_input, model_raw_text, searched_queries
-from callbacks.log_summary import log_stats, summarize
+from callbacks.log_summary import answered_by, log_stats, stats_lines, summarize, summary_lines
 from pipelines.core.errors import EventLogError, InputError
 from pipelines.core.settings import Settings
 
@@ -64,7 +68,7 @@ def add_logs_arguments(parser: argparse.ArgumentParser) -> None:
         description="With a log: its state, timings, counts and citation gate. Without one: a "
         "summary of the selected logs (all by default): states, in how many answers with "
         "both the citations came before the first token, first-token time p50/p90/p99 by "
-        "state and by number of citations, refusals by rule, references per answer, "
+        "state and by number of citations, refusals by rule, references per answered answer, "
         "hold-back.",
     )
     stats.add_argument("log", nargs="?", help="a log file, or a request id (omit: many logs)")
@@ -276,8 +280,7 @@ def cmd_logs(args: argparse.Namespace, settings: Settings) -> int:
     if args.json:
         print(json.dumps(stats, indent=2))
     else:
-        for key, value in stats.items():
-            print(f"{key:>18}: {value}")
+        print("\n".join(stats_lines(stats, answered_by(contents.header))))
     return 0
 
 
@@ -304,23 +307,7 @@ def _stats_of_many(args: argparse.Namespace, settings: Settings) -> int:
     if args.json:
         print(json.dumps(summary, indent=2))
         return 0
-    gate = summary["gate"]
-    times = summary["first_token_ms"]
-    print(f"{summary['logs']} logs ({summary['unreadable']} unreadable)")
-    print("states: " + ", ".join(f"{k} {v}" for k, v in summary["states"].items()))
-    print(f"citations before the first token: {gate['held']} of {gate['of']} answers with both")
-    print(f"first token ms: p50 {times['p50']}, p90 {times['p90']}, p99 {times['p99']}")
-    for n, group in summary["by_citations"].items():
-        p = group["first_token_ms"]
-        print(f"  {n} references: {group['answers']} answers, first token p50 {p['p50']} ms")
-    evidence = summary["evidence"]
-    print(
-        f"citations judged unsupported: {evidence['unsupported']} of {evidence['items']} "
-        f"({evidence['answers_with_unsupported']} answers)"
-    )
-    if summary["refusals"]:
-        print("refusals: " + ", ".join(f"{k} {v}" for k, v in summary["refusals"].items()))
-    print(f"feedback: {summary['feedback']['up']} up, {summary['feedback']['down']} down")
+    print("\n".join(summary_lines(summary)))
     return 0
 
 
@@ -363,12 +350,13 @@ def cmd_replay(args: argparse.Namespace, settings: Settings) -> int:
     path = _find(settings, args.log)
     contents = read_log(path)
     if args.check:
-        from callbacks.replay import replay_diff
+        from callbacks.replay import compare_replay
 
-        diff = replay_diff(contents)
+        diff, where = compare_replay(contents)
         if diff:
             print("\n".join(diff))
-            print(f"{path}: the replayed events differ from the recorded ones", file=sys.stderr)
+            print(f"{path}: the replayed events differ from the recorded ones, {where}",
+                  file=sys.stderr)  # fmt: skip
             return 1
         print(f"{path}: {len(contents.events)} events replayed identically")
         return 0
@@ -385,20 +373,64 @@ def cmd_replay(args: argparse.Namespace, settings: Settings) -> int:
     speed = None if args.instant else args.speed
     if args.serve is not None:
         return _serve_replay(contents, path, args, settings, speed)
-    if not args.jsonl:
-        _print_what_the_model_saw(contents)
-    for pause, event in paced(contents.events, speed):
-        time.sleep(pause)
-        if args.jsonl:
+    if args.jsonl:
+        for pause, event in paced(contents.events, speed):
+            time.sleep(pause)
             sys.stdout.write(to_jsonl(event))
-        elif isinstance(event, TokenEvent):
-            sys.stdout.write(event.data.text)
-        elif isinstance(event, DoneEvent):
-            print(f"\n[done: {event.data.state}, {len(event.data.references)} references]")
-        else:
-            print(f"[{event.type}] {event.data.model_dump_json()}")
-        sys.stdout.flush()
+            sys.stdout.flush()
+        return 0
+    _print_what_the_model_saw(contents)
+    _print_replay_text(paced(contents.events, speed))
     return 0
+
+
+def _print_replay_text(events: Iterable[tuple[float, Event]]) -> None:
+    """The events as a person reads them: the answer's tokens as running text, every other
+    event on a line of its own. A ``reference`` event (live numbering) arrives right before
+    the token that first cites it; printed there it would cut the sentence in two, so the
+    references are held until the text ends, and then listed."""
+    in_text = False  # the last thing printed was answer text, with no newline after it
+    held: list[ReferenceEvent] = []
+
+    def line(text: str) -> None:
+        nonlocal in_text
+        if in_text:
+            sys.stdout.write("\n")
+            in_text = False
+        print(text)
+
+    for pause, event in events:
+        time.sleep(pause)
+        if isinstance(event, TokenEvent):
+            sys.stdout.write(event.data.text)
+            in_text = in_text or bool(event.data.text)
+        elif isinstance(event, ReferenceEvent):
+            held.append(event)
+        else:
+            for reference in held:
+                line(f"[reference] {_reference_text(reference.data)}")
+            held.clear()
+            if isinstance(event, DoneEvent):
+                count = len(event.data.references)
+                line(f"[done: {event.data.state}, {count} reference{'s' if count != 1 else ''}]")
+            elif isinstance(event, ErrorEvent):
+                line(f"[error] {event.data.code}: {event.data.message}")
+            else:
+                line(f"[{event.type}] {event.data.model_dump_json()}")
+        sys.stdout.flush()
+    for reference in held:  # a log cut off before its done
+        line(f"[reference] {_reference_text(reference.data)}")
+    if in_text:
+        sys.stdout.write("\n")
+
+
+def _reference_text(reference: Reference) -> str:
+    """``[1] Deregulated CDK5 in AD (R-HSA-8862803, citation 2)``: its marker in the answer,
+    its name, what it points at and the citation event it came from."""
+    return (
+        f"[{reference.n}] {reference.display_name} "
+        f"({reference.st_id or reference.url}, citation {reference.source_n})"
+    )
 
 
 def _print_model_input(contents: LogContents) -> None:

@@ -168,7 +168,10 @@ def _rerun(pipeline: AnswerPipeline, path: Path, contents: LogContents) -> Rerun
     except EventLogError as error:
         return dataclasses.replace(unasked, skipped=error.message)
     after, error_message = _ask_again(pipeline, recorded)
-    return dataclasses.replace(unasked, change=compare_answers(before, after), error=error_message)
+    change = compare_answers(
+        before, after, model_before=recorded.model, model_after=pipeline.settings.llm
+    )
+    return dataclasses.replace(unasked, change=change, error=error_message)
 
 
 # --- replay --rerun LOG ----------------------------------------------------------------------
@@ -194,7 +197,15 @@ def cmd_replay_rerun(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def _model_note(change: AnswerChange) -> str:
+    """Why the answer may differ before any release was changed: another answer model."""
+    return f"recorded with {change.model_before}, rerun with {change.model_after}"
+
+
 def _print_change(change: AnswerChange, error: str | None, *, indent: str) -> None:
+    if change.model_changed:
+        print(f"{indent}model: {change.model_before} -> {change.model_after} (not the model "
+              "that answered the log: a change may be the model's)")  # fmt: skip
     if change.state_changed:
         print(f"{indent}state: {change.state_before} -> {change.state_after}")
     else:
@@ -267,10 +278,12 @@ def _verdict(rerun: Rerun) -> str:
         if changed
     ]
     if not what:
-        return "the same"
-    return (
-        f"{', '.join(what[:-1])} and {what[-1]} changed" if len(what) > 1 else f"{what[0]} changed"
-    )
+        verdict = "the same"
+    elif len(what) > 1:
+        verdict = f"{', '.join(what[:-1])} and {what[-1]} changed"
+    else:
+        verdict = f"{what[0]} changed"
+    return f"{verdict} ({_model_note(change)})" if change.model_changed else verdict
 
 
 def cmd_logs_rerun(args: argparse.Namespace, settings: Settings) -> int:

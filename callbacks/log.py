@@ -22,6 +22,7 @@ import contextlib
 import json
 import os
 import re
+import socket
 import stat
 import sys
 from dataclasses import dataclass, field
@@ -226,6 +227,21 @@ def _orphans(folder: Path, spare_after: float) -> list[Path]:
     return found
 
 
+def _with_host(header: dict[str, Any]) -> dict[str, Any]:
+    """``header`` naming the host that writes it, beside its ``process``: a fleet sharing one
+    logs folder has the same process ids on several hosts, so a pid alone names no process.
+    A header that already names its host keeps it."""
+    if "host" in header:
+        return header
+    named: dict[str, Any] = {}
+    for key, value in header.items():
+        if key == "process":
+            named["host"] = socket.gethostname()
+        named[key] = value
+    named.setdefault("host", socket.gethostname())
+    return named
+
+
 class EventLog:
     """Writes one request's log; never raises once open (failures are reported once)."""
 
@@ -239,7 +255,7 @@ class EventLog:
         except OSError as error:
             self._fail(error)
             return
-        self._write({"kind": "header", "schema": LOG_SCHEMA_VERSION, **header})
+        self._write({"kind": "header", "schema": LOG_SCHEMA_VERSION, **_with_host(header)})
 
     def _fail(self, error: Exception) -> None:
         if not self._failed:
@@ -298,6 +314,24 @@ class LogContents:
     callbacks: list[dict[str, Any]] = field(default_factory=list)
     events: list[Event] = field(default_factory=list)
     source: str = ""  # the file it was read from, for messages
+    # The line of the file each callback record and each event was read from, so that what
+    # is wrong with one (replaying it, its place in the stream) can name the line to look at.
+    callback_lines: list[int] = field(default_factory=list)
+    event_lines: list[int] = field(default_factory=list)
+
+    def where_callback(self, index: int) -> str:
+        """``file:line`` of the callback record at ``index`` (0-based), for messages."""
+        return self._where(self.callback_lines, index, "callback record")
+
+    def where_event(self, index: int) -> str:
+        """``file:line`` of the event at ``index`` (0-based), for messages."""
+        return self._where(self.event_lines, index, "event")
+
+    def _where(self, lines: list[int], index: int, what: str) -> str:
+        source = self.source or "the log"
+        if 0 <= index < len(lines):
+            return f"{source}:{lines[index]}"
+        return f"{source}, {what} {index + 1}"  # contents built without their lines
 
     @property
     def complete(self) -> bool:
@@ -391,12 +425,14 @@ def read_log(path: Path, *, callbacks: bool = True) -> LogContents:
             raise EventLogError(f"{where}: no header")
         elif kind == "callback":
             contents.callbacks.append(record)
+            contents.callback_lines.append(number)
         elif kind == "event":
             try:
                 contents.events.append(parse_event(record["event"]))
             except Exception as error:
                 raise EventLogError(f"{where} holds an invalid event ({_one_line(error)})",
                                     fix="the log was altered or is corrupt") from None  # fmt: skip
+            contents.event_lines.append(number)
         else:
             raise EventLogError(
                 f"{where} has an unknown kind {kind!r}", fix="give a reactome-answers log"

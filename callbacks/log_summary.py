@@ -4,7 +4,8 @@
 timings, citations, the seq of the last citation and of the first token, the refusal rule);
 :func:`summarize` is arithmetic over such rows, with no file in sight: the numbers an operator
 measured by hand before (did every answer with both send its citations before its first token,
-are zero-citation answers the fastest, which rules refuse most).
+are zero-citation answers the fastest, which rules refuse most). :func:`stats_lines` and
+:func:`summary_lines` say the same in words, for ``logs stats`` without ``--json``.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from callbacks.log import LogContents
 from callbacks.log_records import custom_data, mapping
 from pipelines.core.tags import REFUSAL_EVENT
 
-__all__ = ["log_stats", "percentiles", "summarize"]
+__all__ = ["answered_by", "log_stats", "percentiles", "stats_lines", "summarize", "summary_lines"]
 
 
 def _refusal_rule(contents: LogContents) -> str | None:
@@ -151,3 +152,173 @@ def summarize(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
             "ms": percentiles(float(row["held_back_ms"] or 0) for row in live),
         },
     }
+
+
+# --- in words --------------------------------------------------------------------------------
+
+
+def _plural(count: int, noun: str, plural: str | None = None) -> str:
+    return f"{count} {noun if count == 1 else plural or noun + 's'}"
+
+
+def _ms(value: object) -> str:
+    """A time as people read it: ``5.4 ms``, ``299 ms``, ``1,204 ms``."""
+    number = float(value)  # type: ignore[arg-type]
+    return f"{number:.1f} ms" if abs(number) < 10 else f"{number:,.0f} ms"
+
+
+def _spread(times: Mapping[str, Any], unit: Any = _ms) -> str | None:
+    """``p50 5.4 ms, p90 299 ms, p99 299 ms``, or None when nothing was measured."""
+    if times.get("p50") is None:
+        return None
+    return ", ".join(f"{name} {unit(times[name])}" for name in ("p50", "p90", "p99"))
+
+
+def answered_by(header: Mapping[str, Any]) -> str | None:
+    """Which process wrote a log: ``host-a, process 5333``; a log written before headers named
+    the host gives its process alone, and one that names neither gives None."""
+    host, process = header.get("host"), header.get("process")
+    parts = [str(host)] if isinstance(host, str) and host else []
+    if isinstance(process, int) and not isinstance(process, bool):
+        parts.append(f"process {process}")
+    return ", ".join(parts) or None
+
+
+def _feedback_text(feedback: object) -> str:
+    rating = mapping(feedback).get("rating")
+    if not rating:
+        return "none"
+    comment, at = mapping(feedback).get("comment"), mapping(feedback).get("at")
+    text = str(rating) + (f' "{comment}"' if comment else "")
+    return text + (f" ({at})" if at else "")
+
+
+def stats_lines(stats: Mapping[str, Any], answered_by: str | None = None) -> list[str]:
+    """One log's :func:`log_stats` row (with its ``feedback``) as labelled lines."""
+    rows: list[tuple[str, str]] = [
+        ("request id", str(stats.get("request_id"))),
+        ("question", str(stats.get("question"))),
+        ("created at", str(stats.get("created_at") or "unknown")),
+    ]
+    if answered_by:
+        rows.append(("answered by", answered_by))
+    rows.append(("state", str(stats.get("state"))))
+    if stats.get("refusal_rule"):
+        rows.append(("refused by", str(stats["refusal_rule"])))
+    first, seq = stats.get("first_token_ms"), stats.get("first_token_seq")
+    if first is not None:
+        rows.append(("first token", _ms(first) + (f", event {seq}" if seq is not None else "")))
+    else:
+        rows.append(("first token", "none: no answer text was streamed"))
+    if stats.get("total_ms") is not None:
+        rows.append(("total", _ms(stats["total_ms"])))
+    answer_tokens = stats.get("answer_tokens")
+    rows.append((
+        "tokens",
+        _plural(int(stats.get("token_events") or 0), "token event")
+        + (f", {_plural(int(answer_tokens), 'answer token')}" if answer_tokens is not None else ""),
+    ))  # fmt: skip
+    early, last = int(stats.get("citations_early") or 0), stats.get("last_citation_seq")
+    citations = (
+        _plural(early, "citation")
+        + " sent"
+        + (f", the last as event {last}" if last is not None else "")
+    )
+    if stats.get("citations_final") is not None:
+        citations += f"; {_plural(int(stats['citations_final']), 'reference')} in the answer"
+    rows.append(("citations", citations))
+    if last is not None and seq is not None:
+        held = last < seq
+        rows.append((
+            "citation gate",
+            "held: every citation before the first token" if held
+            else "broken: a citation came after the first token",
+        ))  # fmt: skip
+    errors = stats.get("errors") or []
+    rows.append(("errors", "; ".join(str(error) for error in errors) if errors else "none"))
+    if stats.get("live_citations"):
+        live = _plural(int(stats.get("references_streamed") or 0), "reference event")
+        if stats.get("held_back_chars") is not None:
+            live += (
+                f", text held back at most {_plural(int(stats['held_back_chars']), 'character')}"
+                f" and {_ms(stats.get('held_back_ms') or 0)}"
+            )
+        rows.append(("live numbering", live))
+    else:
+        rows.append(("live numbering", "off"))
+    items, unsupported = int(stats.get("evidence_items") or 0), stats.get("evidence_unsupported")
+    rows.append((
+        "evidence",
+        f"{_plural(items, 'citation')} judged, {int(unsupported or 0)} unsupported" if items
+        else "no citation judged",
+    ))  # fmt: skip
+    rows.append(("feedback", _feedback_text(stats.get("feedback"))))
+    width = max(len(label) for label, _ in rows) + 1
+    return [f"{label + ':':<{width}} {value}" for label, value in rows]
+
+
+def summary_lines(summary: Mapping[str, Any]) -> list[str]:
+    """:func:`summarize`'s summary as the lines ``logs stats`` prints."""
+    lines = [f"{_plural(summary['logs'], 'log')} ({summary['unreadable']} unreadable)"]
+    states: Mapping[str, int] = summary["states"]
+    lines.append(
+        "states: " + (", ".join(f"{state} {count}" for state, count in states.items()) or "none")
+    )
+    gate = summary["gate"]
+    lines.append(
+        f"citations before the first token: {gate['held']} of "
+        f"{_plural(gate['of'], 'answer')} with both"
+    )
+    lines.append("first token: " + (_spread(summary["first_token_ms"]) or "none was streamed"))
+    by_state: Mapping[str, Any] = summary["first_token_ms_by_state"]
+    order = {state: place for place, state in enumerate(states)}  # the states line's order
+    for state in sorted(by_state, key=lambda name: (order.get(name, len(order)), name)):
+        lines.append(
+            f"  {state} ({_plural(int(states.get(state, 0)), 'answer')}): "
+            + (_spread(by_state[state]) or "no first token")
+        )
+    if summary["by_citations"]:
+        # Every log with its done counts here, refusals and failures too (with 0, or what a
+        # failed answer cited); the line says so, since references per answer does not.
+        lines.append("first token by references (answers in every state):")
+        for n, group in summary["by_citations"].items():
+            times = _spread(group["first_token_ms"])
+            lines.append(
+                f"  {_plural(int(n), 'reference')}: {_plural(group['answers'], 'answer')}, "
+                + (f"first token {times}" if times else "no first token")
+            )
+    per_answer: Mapping[str, int] = summary["references_per_answer"]
+    lines.append(
+        "references per answered answer: "
+        + (
+            ", ".join(
+                f"{_plural(count, 'answer')} with {_plural(int(n), 'reference')}"
+                for n, count in sorted(per_answer.items(), key=lambda item: int(item[0]))
+            )
+            or "no answered answer"
+        )
+    )
+    evidence = summary["evidence"]
+    lines.append(
+        f"citations judged unsupported: {evidence['unsupported']} of {evidence['items']} judged"
+        + (
+            f", in {_plural(evidence['answers_with_unsupported'], 'answer')}"
+            if evidence["unsupported"]
+            else ""
+        )
+    )
+    if summary["refusals"]:
+        lines.append(
+            "refusals by rule: "
+            + ", ".join(f"{rule} {count}" for rule, count in summary["refusals"].items())
+        )
+    held_back = summary["held_back"]
+    if held_back["answers"]:
+        chars = _spread(held_back["chars"], lambda value: f"{float(value):,.0f}")
+        lines.append(
+            f"held back with live numbering ({_plural(held_back['answers'], 'answer')}): "
+            f"characters {chars}; time {_spread(held_back['ms'])}"
+        )
+    feedback = summary["feedback"]
+    lines.append(f"feedback: {feedback['up']} up, {feedback['down']} down")
+    return lines

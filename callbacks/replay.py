@@ -13,14 +13,23 @@ from typing import Any
 from uuid import UUID
 
 from langchain_core.documents import Document
+from pydantic import ValidationError
 
-from callbacks.events import DoneEvent, Event, to_jsonl
+from callbacks.events import DoneEvent, Event, StartEvent, to_jsonl
 from callbacks.handler import AnswerEventHandler
 from callbacks.log import LogContents
 from pipelines.answering.evidence import Claim, Verdict
 from pipelines.core.errors import EventLogError
 
-__all__ = ["MAX_GAP_S", "comparable", "paced", "replay_diff", "replay_events"]
+__all__ = [
+    "MAX_GAP_S",
+    "check_recorded",
+    "comparable",
+    "compare_replay",
+    "paced",
+    "replay_diff",
+    "replay_events",
+]
 
 
 def _uuid(value: Any) -> UUID | None:
@@ -61,11 +70,72 @@ def _verdicts(recorded: Iterable[dict[str, Any]]) -> list[tuple[Claim, Verdict]]
     ]
 
 
+class _UnknownHookError(Exception):
+    """A record names a hook the handler has no call for."""
+
+
+_ALTERED = "the log was altered, is corrupt or is from another version"
+
+
+def _shown(text: str, limit: int = 60) -> str:
+    """``text`` on one line and short: an altered log may put anything where a name was."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def _reason(error: Exception) -> str:
+    """What is wrong, in one line and in words rather than an exception's repr."""
+    if isinstance(error, KeyError):
+        return f"it has no {_shown(repr(error.args[0]) if error.args else 'field')}"
+    if isinstance(error, ValidationError):
+        return "; ".join(
+            f"{'.'.join(map(str, problem['loc'])) or 'value'}: {problem['msg']}"
+            for problem in error.errors()[:3]
+        )
+    return _shown(str(error) or type(error).__name__, 300)
+
+
 _STARTS = {
     "chain_start": _chain_start,
     "model_start": _model_start,
     "retriever_start": _retriever_start,
 }
+
+
+def _replay_record(handler: AnswerEventHandler, hook: object, record: dict[str, Any]) -> None:
+    """Hand one recorded callback to ``handler`` as the pipeline handed it the first time."""
+    if hook == "start":
+        handler.start(record["question"], record["collections"], record["options"])
+    elif hook == "finish":
+        handler.finish(
+            record["state"],
+            record["text"],
+            verdicts=_verdicts(record.get("verdicts") or ()),
+            drop=bool(record.get("drop")),
+        )
+    elif hook == "fail":
+        handler.fail(record["code"], record["message"])
+    elif hook == "retriever_end":
+        documents = [Document(**document) for document in record["documents"]]
+        handler.on_retriever_end(documents, run_id=_run_id(record.get("run_id")))
+    elif hook == "llm_new_token":
+        handler.on_llm_new_token(record["token"], run_id=_run_id(record.get("run_id")))
+    elif hook == "custom_event":
+        handler.on_custom_event(
+            str(record["name"]), record["data"], run_id=_run_id(record.get("run_id"))
+        )
+    elif isinstance(hook, str) and hook in _STARTS:
+        counted = {"prompt_tokens": record["prompt_tokens"]} if "prompt_tokens" in record else {}
+        _STARTS[hook](
+            handler,
+            run_id=_run_id(record.get("run_id")),
+            parent_run_id=_uuid(record.get("parent_run_id")),
+            tags=list(record["tags"]),
+            name=str(record["name"]),
+            **counted,
+        )
+    else:
+        raise _UnknownHookError
 
 
 def replay_events(contents: LogContents) -> list[Event]:
@@ -81,48 +151,23 @@ def replay_events(contents: LogContents) -> list[Event]:
         live_citations=bool(options.get("live_citations")),
         raise_error=True,
     )
-    for number, record in enumerate(contents.callbacks, start=1):
+    for index, record in enumerate(contents.callbacks):
         hook = record.get("hook")
         try:
-            if hook == "start":
-                handler.start(record["question"], record["collections"], record["options"])
-            elif hook == "finish":
-                handler.finish(
-                    record["state"],
-                    record["text"],
-                    verdicts=_verdicts(record.get("verdicts") or ()),
-                    drop=bool(record.get("drop")),
-                )
-            elif hook == "fail":
-                handler.fail(record["code"], record["message"])
-            elif hook == "retriever_end":
-                documents = [Document(**document) for document in record["documents"]]
-                handler.on_retriever_end(documents, run_id=_run_id(record.get("run_id")))
-            elif hook == "llm_new_token":
-                handler.on_llm_new_token(record["token"], run_id=_run_id(record.get("run_id")))
-            elif hook == "custom_event":
-                handler.on_custom_event(
-                    str(record["name"]), record["data"], run_id=_run_id(record.get("run_id"))
-                )
-            elif hook in _STARTS:
-                counted = (
-                    {"prompt_tokens": record["prompt_tokens"]} if "prompt_tokens" in record else {}
-                )
-                _STARTS[hook](
-                    handler,
-                    run_id=_run_id(record.get("run_id")),
-                    parent_run_id=_uuid(record.get("parent_run_id")),
-                    tags=list(record["tags"]),
-                    name=str(record["name"]),
-                    **counted,
-                )
-            else:
-                raise EventLogError(f"callback record {number} has an unknown hook {hook!r}")
-        except (KeyError, TypeError, ValueError) as error:
+            _replay_record(handler, hook, record)
+        except _UnknownHookError:
+            what = f"of unknown hook {_shown(repr(hook))}" if "hook" in record else "without a hook"
             raise EventLogError(
-                f"callback record {number} ({hook}) cannot be replayed ({error!r})",
-                fix="the log is corrupt or from another version",
+                f"{contents.where_callback(index)}: a callback record {what}", fix=_ALTERED
             ) from None
+        except Exception as error:
+            # Whatever an altered record makes the handler do (a field of the wrong type, a
+            # second finish after done), it is this record that cannot be replayed.
+            raise EventLogError(
+                f"{contents.where_callback(index)}: the {_shown(str(hook))} record cannot be "
+                f"replayed ({_reason(error)})",
+                fix=_ALTERED,
+            ) from error  # kept for a test's traceback; the command prints the message alone
     return events
 
 
@@ -135,15 +180,119 @@ def comparable(event: Event) -> dict[str, Any]:
     return data
 
 
+def check_recorded(contents: LogContents) -> None:
+    """Raise an :class:`EventLogError` naming the file and line when the log breaks what every
+    log we write keeps: the request's ``start`` record first and once, each run started and
+    ended once; events of the log's request, numbered from 1 without a gap, ``start`` first
+    and ``done`` once, last. Only an altered or damaged log breaks them; replayed as it is,
+    it would end in a diff of every later event, or in a record the handler refuses, neither
+    of which says what is wrong."""
+    _check_callbacks(contents)
+    _check_events(contents)
+
+
+def _altered(where: str, what: str) -> EventLogError:
+    return EventLogError(f"{where}: {what}", fix=_ALTERED)
+
+
+# Hooks LangChain calls once per run: a second record of one run id was copied.
+_ONCE_PER_RUN = frozenset({*_STARTS, "retriever_end"})
+
+
+def _check_callbacks(contents: LogContents) -> None:
+    seen: set[tuple[str, str]] = set()
+    for index, record in enumerate(contents.callbacks):
+        hook = record.get("hook")
+        if index == 0 and hook != "start":
+            raise _altered(
+                contents.where_callback(0),
+                "the first callback record is not the request's start record "
+                "(it was removed or moved)",
+            )
+        if index and hook == "start":
+            raise _altered(
+                contents.where_callback(index),
+                "a second start record (a log records one request, started once)",
+            )
+        if isinstance(hook, str) and hook in _ONCE_PER_RUN:
+            run = (hook, str(record.get("run_id")))
+            if run in seen:
+                raise _altered(
+                    contents.where_callback(index),
+                    f"a second {hook} record of run {_shown(run[1])} (each run has one)",
+                )
+            seen.add(run)
+
+
+def _check_events(contents: LogContents) -> None:
+    request_id = contents.header.get("request_id")
+    last = len(contents.events) - 1
+    for index, event in enumerate(contents.events):
+        where = contents.where_event(index)
+        if event.request_id != request_id:
+            raise _altered(
+                where,
+                f"event {event.seq} is of request {_shown(repr(event.request_id))}, not of "
+                f"this log's {_shown(repr(request_id))}",
+            )
+        if event.seq != index + 1:
+            what = (
+                "an event before it is missing"
+                if event.seq > index + 1
+                else "an event is repeated or out of order"
+            )
+            raise _altered(where, f"event seq {event.seq} where seq {index + 1} was due ({what})")
+        if index == 0 and not isinstance(event, StartEvent):
+            raise _altered(where, f"the first event is {event.type!r}, not 'start'")
+        if index and isinstance(event, StartEvent):
+            raise _altered(where, f"a second start event (seq {event.seq})")
+        if isinstance(event, DoneEvent) and index != last:
+            raise _altered(
+                where, f"events follow the done event (seq {event.seq}); done comes once, last"
+            )
+
+
+def compare_replay(contents: LogContents) -> tuple[list[str], str | None]:
+    """:func:`replay_diff`'s diff, and where the two first part in words (None when equal):
+    what a one-line message can say of a diff of many."""
+    check_recorded(contents)
+    contents.check_complete()
+    recorded = [comparable(event) for event in contents.events]
+    replayed = [comparable(event) for event in replay_events(contents)]
+    recorded_lines = [json.dumps(event, sort_keys=True) for event in recorded]
+    replayed_lines = [json.dumps(event, sort_keys=True) for event in replayed]
+    diff = list(
+        difflib.unified_diff(recorded_lines, replayed_lines, "recorded", "replayed", lineterm="")
+    )
+    if not diff:
+        return diff, None
+    first = next(
+        (
+            index
+            for index, (old, new) in enumerate(zip(recorded_lines, replayed_lines, strict=False))
+            if old != new
+        ),
+        min(len(recorded_lines), len(replayed_lines)),
+    )
+
+    def kind(events: list[dict[str, Any]]) -> str:
+        return f"a {events[first].get('type')} event" if first < len(events) else "no event"
+
+    return diff, (
+        f"from seq {first + 1} on: the log has {kind(recorded)} where a fresh handler "
+        f"sends {kind(replayed)}"
+        if kind(recorded) != kind(replayed)
+        else f"from seq {first + 1} on: the {recorded[first].get('type')} events differ"
+    )
+
+
 def replay_diff(contents: LogContents) -> list[str]:
     """Unified diff (recorded vs replayed) of the events, timing ignored; empty when equal.
 
     An incomplete log (no ``done`` at its end) is an :class:`EventLogError`: what it lacks
-    cannot be compared, so calling it identical would hide that it was cut off."""
-    contents.check_complete()
-    recorded = [json.dumps(comparable(e), sort_keys=True) for e in contents.events]
-    replayed = [json.dumps(comparable(e), sort_keys=True) for e in replay_events(contents)]
-    return list(difflib.unified_diff(recorded, replayed, "recorded", "replayed", lineterm=""))
+    cannot be compared, so calling it identical would hide that it was cut off. So is a log
+    that breaks what every log keeps (:func:`check_recorded`)."""
+    return compare_replay(contents)[0]
 
 
 # A recorded gap longer than this is replayed as this long: no real answer waits longer

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -41,6 +42,7 @@ class RecordedRequest:
 
     question: str
     options: RequestOptions
+    model: str | None = None  # the options' ``llm`` that answered, when the log names it
 
 
 def recorded_request(header: Mapping[str, Any], source: str = "the log") -> RecordedRequest:
@@ -71,7 +73,9 @@ def recorded_request(header: Mapping[str, Any], source: str = "the log") -> Reco
     options = header.get("options", {})
     options = options if isinstance(options, dict) else {}
     cite_urls = options.get("cite_urls")
+    model = options.get("llm")
     return RecordedRequest(
+        model=model if isinstance(model, str) and model else None,
         question=question,
         options=RequestOptions(
             history=tuple(turns),
@@ -107,6 +111,15 @@ class AnswerChange:
     removed: tuple[Reference, ...] = ()
     moved: tuple[MovedReference, ...] = ()
     text_diff: tuple[str, ...] = ()
+    # The answer model of each (``openai:gpt-4o``, ``extractive``), None when unknown: an
+    # answer recorded by another model than the rerun's may change for that reason alone.
+    model_before: str | None = None
+    model_after: str | None = None
+
+    @property
+    def model_changed(self) -> bool:
+        """Whether the log names a model, and not the one the rerun asked."""
+        return self.model_before is not None and self.model_before != self.model_after
 
     @property
     def state_changed(self) -> bool:
@@ -143,6 +156,7 @@ class AnswerChange:
             },
             "text_changed": self.text_changed,
             "differs": self.differs,
+            "model": {"before": self.model_before, "after": self.model_after},
         }
 
 
@@ -179,8 +193,15 @@ def _longest_common_order(first: list[str], second: list[str]) -> set[str]:
     return kept
 
 
-def compare_answers(before: DoneData, after: DoneData) -> AnswerChange:
-    """The recorded answer's ``done`` data against the rerun's.
+def compare_answers(
+    before: DoneData,
+    after: DoneData,
+    *,
+    model_before: str | None = None,
+    model_after: str | None = None,
+) -> AnswerChange:
+    """The recorded answer's ``done`` data against the rerun's (and the answer model of each,
+    when known).
 
     Added and removed are the ids only one answer gives. Moved are the ids both give whose
     order among the ids both give changed: the fewest that explain the new order, so a
@@ -200,6 +221,8 @@ def compare_answers(before: DoneData, after: DoneData) -> AnswerChange:
             if key not in in_place
         ),
         text_diff=tuple(text_diff(before.text, after.text)),
+        model_before=model_before,
+        model_after=model_after,
     )
 
 
@@ -226,10 +249,14 @@ def text_diff(before: str, after: str) -> list[str]:
     )
 
 
-def summarize_reruns(changes: Sequence[AnswerChange | None]) -> dict[str, int]:
+def summarize_reruns(changes: Sequence[AnswerChange | None]) -> dict[str, Any]:
     """Counts over many reruns; ``None`` stands for a log that could not be rerun (unreadable,
-    or without the ``done`` to compare with)."""
+    or without the ``done`` to compare with). ``model_changed`` counts the answers recorded
+    by another model than the rerun's, ``recorded_models`` names those models (with how many
+    answers each) and ``current_model`` the rerun's."""
     compared = [change for change in changes if change is not None]
+    other_model = [change for change in compared if change.model_changed]
+    current = sorted({str(change.model_after) for change in other_model if change.model_after})
     return {
         "logs": len(changes),
         "compared": len(compared),
@@ -238,11 +265,17 @@ def summarize_reruns(changes: Sequence[AnswerChange | None]) -> dict[str, int]:
         "references_changed": sum(change.references_changed for change in compared),
         "state_changed": sum(change.state_changed for change in compared),
         "text_changed": sum(change.text_changed for change in compared),
+        "model_changed": len(other_model),
+        "recorded_models": dict(
+            sorted(Counter(str(change.model_before) for change in other_model).items())
+        ),
+        "current_model": ", ".join(current) or None,
     }
 
 
-def summary_line(summary: Mapping[str, int]) -> str:
-    """``12 of 120 answers changed their references, 3 their state`` (and what was skipped)."""
+def summary_line(summary: Mapping[str, Any]) -> str:
+    """``12 of 120 answers changed their references, 3 their state`` (and what was skipped,
+    and how many answers another model recorded)."""
     line = (
         f"{summary['references_changed']} of {summary['compared']} answers changed their "
         f"references, {summary['state_changed']} their state"
@@ -250,4 +283,11 @@ def summary_line(summary: Mapping[str, int]) -> str:
     )
     if summary["skipped"]:
         line += f"; {summary['skipped']} log(s) skipped: unreadable or without a done event"
+    if summary.get("model_changed"):
+        count, current = summary["model_changed"], summary["current_model"]
+        models = ", ".join(
+            f"{model} ({number})" if len(summary["recorded_models"]) > 1 else model
+            for model, number in summary["recorded_models"].items()
+        )
+        line += f"; {count} recorded with another model than the current {current}: {models}"
     return line

@@ -219,6 +219,7 @@ def test_logs_rerun_skips_logs_it_cannot_compare(isolated_home: Path, tmp_path: 
     assert report["summary"] == {
         "logs": 2, "compared": 0, "skipped": 2, "changed": 0,
         "references_changed": 0, "state_changed": 0, "text_changed": 0,
+        "model_changed": 0, "recorded_models": {}, "current_model": None,
     }  # fmt: skip
     skipped = sorted(row["skipped"] for row in report["logs"])
     assert "is incomplete" in skipped[1]

@@ -114,6 +114,7 @@ def test_as_json_says_what_ci_reads() -> None:
         },
         "text_changed": True,
         "differs": True,
+        "model": {"before": None, "after": None},
     }  # fmt: skip
 
 
@@ -221,6 +222,9 @@ def test_the_summary_counts_references_state_text_and_the_skipped() -> None:
         "references_changed": 2,
         "state_changed": 1,
         "text_changed": 1,
+        "model_changed": 0,
+        "recorded_models": {},
+        "current_model": None,
     }
     assert summary_line(summary) == (
         "2 of 4 answers changed their references, 1 their state (1 their text); "
@@ -228,4 +232,28 @@ def test_the_summary_counts_references_state_text_and_the_skipped() -> None:
     )
     assert summary_line(summarize_reruns([])) == (
         "0 of 0 answers changed their references, 0 their state (0 their text)"
+    )
+
+
+def test_an_answer_recorded_by_another_model_is_counted_and_named() -> None:
+    def rerun(model_before: str | None) -> AnswerChange:
+        return compare_answers(
+            done([], "failed"), done(["R-HSA-1"]),
+            model_before=model_before, model_after="extractive",
+        )  # fmt: skip
+
+    changes = [rerun("openai:fake-model")] * 8 + [rerun("extractive"), rerun(None)]
+    assert changes[0].model_changed
+    assert not changes[-2].model_changed
+    assert not changes[-1].model_changed  # a log that names no model: nothing to say
+    summary = summarize_reruns(changes)
+    assert summary["model_changed"] == 8
+    assert summary["recorded_models"] == {"openai:fake-model": 8}
+    assert summary_line(summary) == (
+        "10 of 10 answers changed their references, 10 their state (0 their text); "
+        "8 recorded with another model than the current extractive: openai:fake-model"
+    )
+    two = summarize_reruns([rerun("openai:a"), rerun("openai:b"), rerun("openai:b")])
+    assert summary_line(two).endswith(
+        "3 recorded with another model than the current extractive: openai:a (1), openai:b (2)"
     )
