@@ -5,19 +5,22 @@ once (checked once its body has arrived).
   under ``/static/``), the log page (``/logs/{request_id}``, which holds no data: its script
   fetches ``/v1/logs/{request_id}`` with the key), ``/healthz`` and ``/v1/limits`` needs
   ``Authorization: Bearer KEY``; otherwise 401.
-  A client address that sends more than ``REACTOME_ANSWERS_AUTH_FAILURES_PER_MINUTE`` wrong
-  or missing keys in a minute gets 429 until its minute refills, whatever key it sends then:
-  guessing keys is slowed to that pace.
+  The key is checked first: a valid key is served whatever else came from its address.
+  Requests without one are counted per client address; past
+  ``REACTOME_ANSWERS_AUTH_FAILURES_PER_MINUTE`` in a minute they get 429 instead of 401
+  until the minute refills (decision 0020 says why a valid key is not held back too).
 - A rate limit (``REACTOME_ANSWERS_RATE_LIMIT``, requests per minute) per key, or per client
   address when there are no keys: a token bucket that holds a minute's worth, so a client may
   spend its minute at once and then gets one request per 60/limit seconds; beyond it, 429
   with ``Retry-After``. The client address is the connection's peer unless the operator
   names proxies to believe (``REACTOME_ANSWERS_FORWARDED_ALLOW_IPS``, applied by uvicorn).
+  At ``/mcp`` only tool calls and resource reads count (:class:`McpLimits`).
 - A cap on answers in progress (``REACTOME_ANSWERS_MAX_CONCURRENT_ANSWERS``,
   :class:`AnswerCap`): a request to an answering route (an :class:`AnswerRoute`, what an
   answering router makes; :func:`answer_paths` finds them; at ``/mcp``, an MCP message that
-  calls the answer tool, :mod:`app._mcp_wire`) over the cap gets 429 with
-  ``Retry-After`` at once, while the answers already running go on. The slot is taken only
+  calls the answer tool, :class:`McpLimits`) over the cap gets 429 with ``Retry-After`` at
+  once (at ``/mcp``, a tool result flagged as an error that says why), while the answers
+  already running go on. The slot is taken only
   once the whole body has arrived (the cap sits inside :class:`app._http.BodyLimits`), so a
   client that sends headers and stalls holds none; a streamed answer holds its place until
   its last byte is sent, any answer until its client leaves.
@@ -35,37 +38,44 @@ the key, and at most :data:`MAX_BUCKETS` of them (the least recently used go fir
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import math
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 import anyio
 from fastapi.routing import APIRoute, iter_route_contexts
 from starlette.routing import BaseRoute
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app._errors import refusal
-from app._http import replaying
-from app._mcp_wire import MCP_PATH, calls_the_answer_tool
+from app._mcp_wire import MCP_PATH, Posted
 
 __all__ = [
+    "KEY_ACCEPTED",
     "MAX_BUCKETS",
     "AccessControl",
     "AnswerCap",
     "AnswerRoute",
     "AnswerSlots",
     "LimitsUnavailableError",
+    "McpLimits",
     "RateLimiter",
     "RequestLimit",
     "SlotLimit",
     "answer_paths",
+    "cap_full_message",
+    "mcp_limits",
 ]
 
+# Set on the scope of every request to a server that takes keys: whether it sent a valid
+# one. What only key holders may read on an open path (/healthz's details) asks it.
+KEY_ACCEPTED = "reactome_answers.key_accepted"
 # A refusal: status, reason (for the metrics), message, headers.
 _Refusal = tuple[int, str, str, dict[str, str]]
 
@@ -124,9 +134,13 @@ class RequestLimit(Protocol):
 class SlotLimit(Protocol):
     """``limit`` answers at once, as :class:`AnswerCap` asks: ``acquire`` gives a lease, or
     None when all are taken (or raises :class:`LimitsUnavailableError`); ``release`` gives it
-    back and never raises."""
+    back and never raises. ``fleet``: whether the count is the fleet's (shared in Redis)
+    right now, rather than this process's, for the refusal to say whose cap is full."""
 
     limit: int
+
+    @property
+    def fleet(self) -> bool: ...
 
     async def acquire(self) -> object | None: ...
 
@@ -187,6 +201,8 @@ class RateLimiter:
 class AnswerSlots:
     """At most ``limit`` answers in progress in this process (a :class:`SlotLimit`)."""
 
+    fleet = False
+
     def __init__(self, limit: int) -> None:
         self.limit = limit
         self.in_use = 0
@@ -236,35 +252,31 @@ class AccessControl:
     async def _refusal_for(self, scope: Scope) -> _Refusal | None:
         """Why this request is refused (status, reason, message, headers), or None."""
         path = scope.get("path", "")
-        if scope["type"] != "http" or _open(path):
+        if scope["type"] != "http":
+            return None
+        # The key first, in the process: a valid key is served whatever others sent from its
+        # address (decision 0020), and only requests without one spend the address's minute.
+        client = self._client(scope)
+        if self._key_bytes:
+            scope[KEY_ACCEPTED] = client is not None  # /healthz shows its details only then
+        if _open(path):
             return None
         if self._key_bytes and _log_page(path):
             # With keys the page needs none: it holds no data and never reads the logs
             # folder. Without keys it does look the id up, so it is rate limited below.
             return None
-        if self._key_bytes and self.auth_failures is not None:
-            wait_s = await self.auth_failures.wait(_address(scope))
-            if wait_s is not None:
-                message = (
-                    f"more than {self.auth_failures.per_minute} requests without a valid API "
-                    f"key from this address in a minute; try again in {math.ceil(wait_s)} s "
-                    "with a valid key (REACTOME_ANSWERS_AUTH_FAILURES_PER_MINUTE)"
-                )
-                return 429, "auth_failures", message, _retry_after(wait_s)
-        client = self._client(scope)
         if client is None:
-            if self.auth_failures is not None:
-                await self.auth_failures.take(_address(scope))
-            return self._unauthorized(scope)
-        if self.rate is not None:
+            return await self._without_a_valid_key(scope)
+        if self.rate is not None and path == MCP_PATH:
+            # Only the body says whether an MCP message counts: the endpoint decides, once
+            # the body limits have read it (McpLimits).
+            limits = mcp_limits(scope)
+            limits.rate, limits.client, limits.on_rate_reject = self.rate, client, self.on_reject
+        elif self.rate is not None:
             answering = _runs_an_answer(scope, self.answering)
             wait_s = await self.rate.take(client, answering=answering)
             if wait_s is not None:
-                message = (
-                    f"more than {self.rate.per_minute} requests in a minute; try again in "
-                    f"{math.ceil(wait_s)} s (REACTOME_ANSWERS_RATE_LIMIT)"
-                )
-                return 429, "rate_limited", message, _retry_after(wait_s)
+                return _rate_limited(self.rate, wait_s)
         return None
 
     def _client(self, scope: Scope) -> str | None:
@@ -282,6 +294,20 @@ class AccessControl:
         if not matched:
             return None
         return "key:" + hashlib.sha256(given).hexdigest()[:32]
+
+    async def _without_a_valid_key(self, scope: Scope) -> _Refusal:
+        """401, or 429 once the address has sent more than its minute's worth of missing
+        or wrong keys."""
+        if self.auth_failures is not None:
+            wait_s = await self.auth_failures.take(_address(scope))
+            if wait_s is not None:
+                message = (
+                    f"more than {self.auth_failures.per_minute} requests without a valid API "
+                    f"key from this address in a minute; send a valid key, or try again in "
+                    f"{math.ceil(wait_s)} s (REACTOME_ANSWERS_AUTH_FAILURES_PER_MINUTE)"
+                )
+                return 429, "auth_failures", message, _retry_after(wait_s)
+        return self._unauthorized(scope)
 
     @staticmethod
     def _unauthorized(scope: Scope) -> _Refusal:
@@ -310,23 +336,20 @@ class AnswerCap:
         if not _runs_an_answer(scope, self.paths):
             await self.app(scope, receive, send)
             return
-        if scope.get("path") == MCP_PATH:  # the body says whether it calls the answer tool
-            body, receive = await _read_whole(receive)
-            if not calls_the_answer_tool(body):
-                await self.app(scope, receive, send)
-                return
+        if scope.get("path") == MCP_PATH:
+            # Only the body says whether an MCP message runs an answer: the endpoint holds
+            # it to the slots once it has read the body (McpLimits), and refuses in MCP's way.
+            limits = mcp_limits(scope)
+            limits.slots, limits.on_cap_reject = self.slots, self.on_reject
+            await self.app(scope, receive, send)
+            return
         try:
             lease = await self.slots.acquire()
         except LimitsUnavailableError as error:
             await _refuse(self.on_reject, scope, receive, send, *_unavailable(error))
             return
         if lease is None:
-            message = (
-                f"this server is writing as many answers as it takes at once "
-                f"({self.slots.limit}); try again shortly (REACTOME_ANSWERS_MAX_CONCURRENT_ANSWERS)"
-            )
-            refused = (429, "too_many_answers", message, _retry_after(_BUSY_RETRY_S))
-            await _refuse(self.on_reject, scope, receive, send, *refused)
+            await _refuse(self.on_reject, scope, receive, send, *_too_many_answers(self.slots))
             return
         try:
             await self.app(scope, receive, send)
@@ -334,6 +357,72 @@ class AnswerCap:
             # A client that left cancels the scope around us; the slot is given back anyway.
             with anyio.CancelScope(shield=True):
                 await self.slots.release(lease)
+
+
+# Where AccessControl and AnswerCap leave a POST /mcp's limits for its endpoint.
+_MCP_LIMITS = "reactome_answers.mcp_limits"
+
+
+@dataclass
+class McpLimits:
+    """The limits a ``POST /mcp`` is held to once its body has been read, by the endpoint
+    (:class:`app._mcp_http.MCPTransport`), since only the body says whether an MCP message
+    counts against the rate limit (a tool call or a resource read: a handshake, a listing or a
+    ping does not) and whether it runs an answer (a call of the answer tool). The middlewares
+    leave what they would apply here: :class:`AccessControl` the rate limit and the client it
+    found by the key it checked, :class:`AnswerCap` its slots."""
+
+    rate: RequestLimit | None = None
+    client: str = ""
+    on_rate_reject: Callable[[str], None] | None = None
+    slots: SlotLimit | None = None
+    on_cap_reject: Callable[[str], None] | None = None
+
+    async def rate_refusal(self, posted: Posted) -> _Refusal | None:
+        """Take one request from the client's minute if ``posted`` counts; why not, or None."""
+        if self.rate is None or not posted.counts:
+            return None
+        try:
+            wait_s = await self.rate.take(self.client, answering=posted.calls_the_answer_tool)
+            refused = None if wait_s is None else _rate_limited(self.rate, wait_s)
+        except LimitsUnavailableError as error:
+            refused = _unavailable(error)
+        if refused is not None and self.on_rate_reject is not None:
+            self.on_rate_reject(refused[1])
+        return refused
+
+    @contextlib.asynccontextmanager
+    async def answer_slot(self, posted: Posted) -> AsyncIterator[_Refusal | None]:
+        """Hold a slot of the cap for the block if ``posted`` runs an answer, giving it back
+        however the block ends; or yield why there is none (then the block must refuse)."""
+        if self.slots is None or not posted.calls_the_answer_tool:
+            yield None
+            return
+        try:
+            lease = await self.slots.acquire()
+        except LimitsUnavailableError as error:
+            refused: _Refusal | None = _unavailable(error)
+        else:
+            refused = None if lease is not None else _too_many_answers(self.slots)
+        if refused is not None:
+            if self.on_cap_reject is not None:
+                self.on_cap_reject(refused[1])
+            yield refused
+            return
+        try:
+            yield None
+        finally:
+            # A client that left cancels the scope around us; the slot is given back anyway.
+            with anyio.CancelScope(shield=True):
+                await self.slots.release(lease)
+
+
+def mcp_limits(scope: Scope) -> McpLimits:
+    """The limits left for this ``POST /mcp`` (none when no middleware left any)."""
+    limits = scope.get(_MCP_LIMITS)
+    if not isinstance(limits, McpLimits):
+        limits = scope[_MCP_LIMITS] = McpLimits()
+    return limits
 
 
 async def _refuse(
@@ -351,6 +440,35 @@ async def _refuse(
     await refusal(scope, status, code, message, headers)(scope, receive, send)
 
 
+def cap_full_message(slots: SlotLimit) -> str:
+    """Why an answer over the cap is refused, naming whose cap is full: the fleet's (counted
+    in Redis) or this server process's (no Redis, or Redis down and counted per process).
+    An operator reading it knows whether more workers or more instances would help."""
+    setting = "REACTOME_ANSWERS_MAX_CONCURRENT_ANSWERS"
+    if slots.fleet:
+        return (
+            f"the servers sharing this one's limits are writing as many answers as they take "
+            f"at once between them ({slots.limit}); try again shortly ({setting}, counted "
+            "across the fleet)"
+        )
+    return (
+        f"this server process is writing as many answers as it takes at once "
+        f"({slots.limit}); try again shortly ({setting}, counted per server process)"
+    )
+
+
+def _rate_limited(rate: RequestLimit, wait_s: float) -> _Refusal:
+    message = (
+        f"more than {rate.per_minute} requests in a minute; try again in "
+        f"{math.ceil(wait_s)} s (REACTOME_ANSWERS_RATE_LIMIT)"
+    )
+    return 429, "rate_limited", message, _retry_after(wait_s)
+
+
+def _too_many_answers(slots: SlotLimit) -> _Refusal:
+    return 429, "too_many_answers", cap_full_message(slots), _retry_after(_BUSY_RETRY_S)
+
+
 def _unavailable(error: LimitsUnavailableError) -> _Refusal:
     return 503, "limits_unavailable", str(error), _retry_after(_UNAVAILABLE_RETRY_S)
 
@@ -364,22 +482,6 @@ def _runs_an_answer(scope: Scope, paths: Collection[str]) -> bool:
     to one of ``paths`` (:func:`answer_paths`, and ``/mcp`` when it is served, whose body the
     cap reads to be sure). What the cap holds and refuse mode refuses."""
     return scope["type"] == "http" and scope["method"] == "POST" and scope.get("path") in paths
-
-
-async def _read_whole(receive: Receive) -> tuple[bytes, Receive]:
-    """The request body, and a ``receive`` that gives it to the app again."""
-    chunks: list[bytes] = []
-    after: list[Message] = []
-    while True:
-        message = await receive()
-        if message["type"] != "http.request":  # the client left: the app hears it next
-            after.append(message)
-            break
-        chunks.append(message.get("body", b""))
-        if not message.get("more_body", False):
-            break
-    body = b"".join(chunks)
-    return body, replaying(body, receive, *after)
 
 
 def _open(path: str) -> bool:

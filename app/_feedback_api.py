@@ -2,9 +2,13 @@
 optional comment, stored beside that answer's event log (:mod:`callbacks.feedback`).
 
 The answer is found by its request id in ``settings.logs_dir``, which several instances may
-share: feedback sent to one instance reaches the log another wrote. A later rating replaces
-the earlier. The route is behind the API keys and the rate limit as every other, but is no
-answer, so it takes no answer slot (its router is a plain one).
+share: feedback sent to one instance reaches the log another wrote. Only an answer's log is
+rated (:func:`app._log_page.newest_answer_log`): anything else named like one, a FIFO, a
+link or a stray file, is a 404 as an unknown id is. A later rating replaces the earlier, read
+and written under the folder's lock (:func:`callbacks.feedback.rate_answer`), so the metrics
+move each answer from one count to the other exactly once per change. The route is behind
+the API keys and the rate limit as every other, but is no answer, so it takes no answer slot
+(its router is a plain one).
 """
 
 from __future__ import annotations
@@ -19,8 +23,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from app._deps import MetricsDep, SettingsDep
 from app._errors import answer_not_logged
-from callbacks.feedback import MAX_COMMENT_CHARS, read_feedback, write_feedback
-from callbacks.log import find_request_logs
+from app._log_page import LogsFolderUnreadableError, logs_folder_unreadable, newest_answer_log
+from callbacks.feedback import MAX_COMMENT_CHARS, rate_answer
 from pipelines.core.settings import Settings
 
 __all__ = ["FEEDBACK_PATH", "FeedbackRequest", "add_feedback", "rates_answers", "router"]
@@ -46,13 +50,12 @@ def _record(
     folder: Path, request_id: str, body: FeedbackRequest
 ) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
     """The feedback stored beside the answer's log, and what it replaced (None: nothing, or
-    no such answer); off the event loop, since it lists a folder that may be shared, remote."""
-    logs = find_request_logs(folder, request_id)
-    if not logs:
+    no such answer); off the event loop, since it lists a folder that may be shared, remote,
+    and may wait for another writer's turn."""
+    found = newest_answer_log(folder, request_id, callbacks=False)
+    if found is None:
         return None, None
-    log = logs[-1]  # the newest, should an id have been logged twice
-    earlier = read_feedback(log)
-    return write_feedback(log, request_id, body.rating, body.comment), earlier
+    return rate_answer(found[0], request_id, body.rating, body.comment)
 
 
 @router.post(
@@ -67,13 +70,16 @@ def _record(
 async def feedback(
     request_id: str, body: FeedbackRequest, settings: SettingsDep, metrics: MetricsDep
 ) -> Any:
-    stored, earlier = await asyncio.to_thread(_record, settings.logs_dir, request_id, body)
+    try:
+        stored, earlier = await asyncio.to_thread(_record, settings.logs_dir, request_id, body)
+    except LogsFolderUnreadableError:
+        return logs_folder_unreadable()
     if stored is None:
         return answer_not_logged(request_id, "send the request_id of an answer's start event")
-    # A rating counts once per answer, and again when it changes: a comment added to the
-    # same rating (the web client sends the rating first, then the comment) is not another.
-    if earlier is None or earlier["rating"] != stored["rating"]:
-        metrics.feedback_given(stored["rating"])
+    # An answer counts once, under its latest rating: a change moves it to the other count,
+    # and a comment added to the same rating (the web client sends the rating first, then
+    # the comment) moves nothing.
+    metrics.feedback_given(stored["rating"], None if earlier is None else earlier["rating"])
     return JSONResponse(stored, status_code=201 if earlier is None else 200)
 
 

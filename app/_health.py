@@ -9,7 +9,8 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
-from app._deps import CatalogDep, MetricsDep, PipelineDep, SettingsDep
+from app._access import KEY_ACCEPTED
+from app._deps import CatalogDep, MetricsDep, PipelineDep, ServerSettingsDep, SettingsDep
 from app._metrics import CONTENT_TYPE_LATEST
 from app._shared_limits import SharedLimits
 from pipelines.core.errors import ReactomeAnswersError
@@ -18,13 +19,18 @@ from pipelines.core.redaction import redact_secrets
 __all__ = ["router"]
 
 router = APIRouter()
+_DETAILS_NEED_A_KEY = "send 'Authorization: Bearer KEY' for the details"
 
 
 # HEAD for load balancers and uptime checks that probe without reading a body.
 @router.head("/healthz", include_in_schema=False)
 @router.get("/healthz", summary="Store reachable, collections present, model configured")
 async def healthz(
-    pipeline: PipelineDep, settings: SettingsDep, catalog: CatalogDep, request: Request
+    pipeline: PipelineDep,
+    settings: SettingsDep,
+    server: ServerSettingsDep,
+    catalog: CatalogDep,
+    request: Request,
 ) -> JSONResponse:
     from pipelines.index import store
 
@@ -59,7 +65,13 @@ async def healthz(
     limits_degraded = "degraded" in report["limits"]
     status = "degraded" if degraded or limits_degraded else "ok"
     report["status"] = status if healthy else "unavailable"
-    return JSONResponse(report, status_code=200 if healthy else 503)
+    code = 200 if healthy else 503
+    # The details name hosts (Redis, the Chroma server) and repeat their errors: for the
+    # operator, who holds a key, not for anyone who can reach a server that asks for keys.
+    # A balancer needs only the status.
+    if server.api_keys is not None and request.scope.get(KEY_ACCEPTED) is not True:
+        return JSONResponse({"status": report["status"], "details": _DETAILS_NEED_A_KEY}, code)
+    return JSONResponse(report, status_code=code)
 
 
 @router.get("/metrics", summary="Counters and histograms in the Prometheus text format")

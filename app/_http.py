@@ -171,6 +171,10 @@ def configure_protocol(settings: ServerSettings) -> type[asyncio.Protocol]:
     return _LimitedHTTP
 
 
+# How long a worker of `serve --workers N` may take to answer its supervisor's ping.
+WORKER_HEALTHCHECK_S = 60
+
+
 def run(app: Any, settings: ServerSettings, *, host: str, port: int, workers: int = 1) -> None:
     """Serve ``app`` with uvicorn under the settings' connection limits until stopped.
 
@@ -194,4 +198,8 @@ def run(app: Any, settings: ServerSettings, *, host: str, port: int, workers: in
         log_level="info",
         workers=workers if workers > 1 else None,
         factory=workers > 1,
+        # uvicorn kills a worker that misses one 5 s ping; one still loading its models on a
+        # busy machine misses it (a thread of its own answers, but needs the interpreter),
+        # and its replacement the same, in a loop: give a worker time, a hung one is rare.
+        timeout_worker_healthcheck=WORKER_HEALTHCHECK_S,
     )

@@ -21,6 +21,7 @@ import base64
 import hashlib
 import json
 import re
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -28,16 +29,22 @@ from fastapi import APIRouter
 from fastapi.responses import FileResponse, JSONResponse, Response
 
 from app._deps import SettingsDep
-from app._errors import answer_not_logged
+from app._errors import answer_not_logged, error_response
 from app._web import PAGE_HEADERS, WEB_DIR
-from callbacks.log import find_request_logs
+from callbacks.events import StartEvent
+from callbacks.feedback import read_feedback
+from callbacks.log import LogContents, find_request_logs, read_log
+from callbacks.log_view import log_view as view_of_log
 from callbacks.log_view import read_log_view
-from pipelines.core.errors import InputError
+from pipelines.core.errors import EventLogError, InputError
 
 __all__ = [
     "LOG_PAGE",
+    "LogsFolderUnreadableError",
     "bundle_modules",
     "log_page_router",
+    "logs_folder_unreadable",
+    "newest_answer_log",
     "replay_log_router",
     "standalone_page",
     "write_log_page",
@@ -55,21 +62,68 @@ def _not_found(request_id: str) -> JSONResponse:
     return answer_not_logged(request_id, "see 'reactome-answers logs list'")
 
 
-def _page() -> FileResponse:
-    return FileResponse(LOG_PAGE, headers=PAGE_HEADERS)
+def _page(status_code: int = 200) -> FileResponse:
+    return FileResponse(LOG_PAGE, status_code=status_code, headers=PAGE_HEADERS)
+
+
+class LogsFolderUnreadableError(Exception):
+    """The logs folder cannot be listed; the server's own log has the path and why."""
+
+
+def logs_folder_unreadable() -> JSONResponse:
+    """The 500 for a logs folder that cannot be listed, naming no path: the caller is a
+    client, and the folder's place is the server's business."""
+    return error_response(
+        500,
+        "event_log",
+        "this server cannot read its logs folder now; its operator can see why with "
+        "'reactome-answers logs list'",
+    )
+
+
+def newest_answer_log(
+    folder: Path, request_id: str, *, callbacks: bool = True
+) -> tuple[Path, LogContents] | None:
+    """The newest log of ``request_id`` in ``folder`` that is an answer's log (an id logged
+    twice gives its latest answer), read (``callbacks``: as :func:`callbacks.log.read_log`);
+    None when there is none. A server serves and rates only these: a regular file in the
+    folder itself (not a link out of it, a FIFO, a device or a folder) whose header and
+    ``start`` event are this request's. Whatever else holds a log's name is passed over
+    without a word to the client (its errors name the server's folder). Off the event loop,
+    since it lists and reads files; :class:`LogsFolderUnreadableError` when the folder
+    cannot be listed."""
+    if len(request_id) > _MAX_ID_CHARS:
+        return None
+    try:
+        logs = find_request_logs(folder, request_id)
+    except EventLogError as error:
+        raise LogsFolderUnreadableError(str(error)) from None
+    for path in reversed(logs):
+        try:
+            if not stat.S_ISREG(path.lstat().st_mode):
+                continue
+            contents = read_log(path, callbacks=callbacks)
+        except (OSError, EventLogError):
+            continue
+        if contents.header.get("request_id") == request_id and any(
+            isinstance(event, StartEvent) and event.request_id == request_id
+            for event in contents.events
+        ):
+            return path, contents
+    return None
 
 
 def _newest_view(folder: Path, request_id: str) -> dict[str, Any] | None:
-    """The view of the newest log of ``request_id`` in ``folder`` (an id logged twice shows
-    its latest answer), or None; off the event loop, since it lists and reads files."""
-    if len(request_id) > _MAX_ID_CHARS:
+    """The view of :func:`newest_answer_log`, with its feedback, or None."""
+    found = newest_answer_log(folder, request_id)
+    if found is None:
         return None
-    logs = find_request_logs(folder, request_id)
-    return read_log_view(logs[-1]) if logs else None
+    path, contents = found
+    return view_of_log(contents, feedback=read_feedback(path))
 
 
 def _is_logged(folder: Path, request_id: str) -> bool:
-    return len(request_id) <= _MAX_ID_CHARS and bool(find_request_logs(folder, request_id))
+    return newest_answer_log(folder, request_id, callbacks=False) is not None
 
 
 def log_page_router(*, keyed: bool) -> APIRouter:
@@ -78,8 +132,15 @@ def log_page_router(*, keyed: bool) -> APIRouter:
 
     @router.get("/logs/{request_id}", include_in_schema=False)
     async def log_page(request_id: str, settings: SettingsDep) -> Response:
-        if not keyed and not await asyncio.to_thread(_is_logged, settings.logs_dir, request_id):
-            return _not_found(request_id)
+        if not keyed:
+            try:
+                logged = await asyncio.to_thread(_is_logged, settings.logs_dir, request_id)
+            except LogsFolderUnreadableError:
+                return logs_folder_unreadable()
+            if not logged:
+                # Still the page, for a reader who followed a link: it asks /v1/logs/{id}
+                # and says, in words, that the answer is not in the logs. The status is 404.
+                return _page(status_code=404)
         return _page()
 
     @router.get(
@@ -88,7 +149,10 @@ def log_page_router(*, keyed: bool) -> APIRouter:
         responses={404: {"description": "no answer with this request id is logged"}},
     )
     async def log_view(request_id: str, settings: SettingsDep) -> JSONResponse:
-        view = await asyncio.to_thread(_newest_view, settings.logs_dir, request_id)
+        try:
+            view = await asyncio.to_thread(_newest_view, settings.logs_dir, request_id)
+        except LogsFolderUnreadableError:
+            return logs_folder_unreadable()
         if view is None:
             return _not_found(request_id)
         return JSONResponse(view, headers=_PRIVATE)

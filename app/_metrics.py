@@ -14,8 +14,10 @@
   limits' Redis could not be reached (``per_process``: counted in the process; ``refused``);
 - ``reactome_answers_limits_shared{pid}``: per live worker, 1 while it counts the limits in
   their Redis, 0 while it cannot reach it (only with ``REACTOME_ANSWERS_REDIS_URL``);
-- ``reactome_answers_feedback_total{rating}``: ratings users gave answers (``up``, ``down``):
-  an answer's first, and each change of it.
+- ``reactome_answers_feedback_total{rating}``: answers rated ``up`` and ``down``, each answer
+  counted once, under its latest rating: a gauge, since a change moves the answer from one
+  count to the other (summed over workers, dead ones included, and over instances by the
+  scraper; an instance that saw only the change of a rating another gave shows -1 and +1).
 
 Under ``serve --workers N`` each worker writes its figures into the folder named by
 ``PROMETHEUS_MULTIPROC_DIR`` (``serve`` makes one per run) and a scrape of any worker adds
@@ -124,10 +126,14 @@ class ServerMetrics:
         # Made by the first report of it: a server without Redis shows no such gauge, rather
         # than a 0 that an alert on it would take for an outage.
         self.limits_shared: Gauge | None = None
-        self.feedback = Counter(
-            "reactome_answers_feedback",
-            "Ratings users gave answers, by rating",
+        # Named as the counter it was, so that dashboards keep working; a gauge because a
+        # changed rating takes its answer out of the other count. "sum" keeps the figures
+        # of workers that died: the ratings they counted still stand.
+        self.feedback = Gauge(
+            "reactome_answers_feedback_total",
+            "Answers rated, by their latest rating",
             ["rating"],
+            multiprocess_mode="sum",
             registry=registry,
         )
 
@@ -176,7 +182,12 @@ class ServerMetrics:
             )
         self.limits_shared.set(1 if shared else 0)
 
-    def feedback_given(self, rating: str) -> None:
+    def feedback_given(self, rating: str, replaced: str | None = None) -> None:
+        """An answer rated ``rating``, its earlier rating ``replaced`` (None: its first)."""
+        if rating == replaced:
+            return  # the same rating again (a comment added to it): still one answer
+        if replaced is not None:
+            self.feedback.labels(rating=replaced).dec()
         self.feedback.labels(rating=rating).inc()
 
     # --- exposition -------------------------------------------------------------------------

@@ -10,6 +10,7 @@ Importing this module is what makes these variables known: every command imports
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import unquote, urlsplit
@@ -19,6 +20,9 @@ from pydantic import Field, SecretStr, field_validator
 from pipelines.core.settings import ReactomeSettings, load_config
 
 __all__ = ["ServerSettings", "load_server_settings"]
+
+# In a key file, '#' after a space or at the line's start: a key may hold '#' itself.
+_INLINE_COMMENT = re.compile(r"(?:^|\s)#.*")
 
 
 class ServerSettings(ReactomeSettings):
@@ -45,7 +49,7 @@ class ServerSettings(ReactomeSettings):
     api_keys: SecretStr | None = Field(
         default=None,
         description="keys a client must send as 'Authorization: Bearer KEY' (comma separated, "
-        "or @FILE with one per line); unset: no key needed",
+        "or @FILE with one per line, '#' starting a comment); unset: no key needed",
     )
     max_concurrent_answers: int = Field(
         default=0,
@@ -144,8 +148,9 @@ class ServerSettings(ReactomeSettings):
 
 
 def _read_keys(value: str) -> frozenset[str]:
-    """The keys ``value`` gives: comma separated, or ``@FILE`` with one key per line. The
-    messages never include a key."""
+    """The keys ``value`` gives: comma separated, or ``@FILE`` with one key per line, where
+    ``#`` at the start of a line or after a space starts a comment (a ``#`` inside a key is
+    part of it). The messages name the line or the place in the list, never a key."""
     if value.startswith("@"):
         path = Path(value[1:]).expanduser()
         try:
@@ -153,17 +158,31 @@ def _read_keys(value: str) -> frozenset[str]:
         except (OSError, UnicodeDecodeError) as error:
             reason = error.strerror if isinstance(error, OSError) else "it is not UTF-8 text"
             raise ValueError(f"the key file {path} cannot be read ({reason})") from None
-        keys = [line.strip() for line in lines]
+        entries = [
+            (f"line {number} of the key file {path}", _INLINE_COMMENT.sub("", line).strip())
+            for number, line in enumerate(lines, start=1)
+        ]
         where = f"the key file {path}"
+        form = "one key per line; '#' at the start of a line or after a space starts a comment"
     else:
-        keys = [key.strip() for key in value.split(",")]
+        entries = [
+            (f"key {number} of the list", key.strip())
+            for number, key in enumerate(value.split(","), start=1)
+        ]
         where = "the list"
-    found = frozenset(key for key in keys if key and not key.startswith("#"))
+        form = "keys separated by commas"
+    found: set[str] = set()
+    for place, key in entries:
+        if not key or key.startswith("#"):
+            continue
+        if any(c.isspace() for c in key) or not key.isprintable():
+            raise ValueError(
+                f"{place} holds a key with a space or control character in it; give {form}"
+            )
+        found.add(key)
     if not found:
         raise ValueError(f"{where} holds no key; give at least one, or unset it")
-    if any(any(c.isspace() for c in key) or not key.isprintable() for key in found):
-        raise ValueError(f"{where} holds a key with a space or control character in it")
-    return found
+    return frozenset(found)
 
 
 def load_server_settings(**overrides: Any) -> ServerSettings:

@@ -390,6 +390,11 @@ class SharedSlots:
         # the released lease back until it expires.
         self._turns = asyncio.Lock()
 
+    @property
+    def fleet(self) -> bool:
+        """Whether the slots are counted in Redis now; while it is down, in this process."""
+        return self._shared.down_why is None
+
     async def acquire(self) -> Lease | None:
         name = self._shared.lease_name()
         try:

@@ -8,16 +8,22 @@ temporary name in the same folder and renamed over the old one, so that two writ
 instances sharing one logs folder) leave one complete rating, never a mixture or half a file.
 
 The comment carries no secret: it is redacted as a question is.
+
+:func:`rate_answer` reads the rating it replaces and writes the new one as one step for every
+process sharing the folder (an exclusive lock on the folder's :data:`FEEDBACK_LOCK`), so that
+each rating replaces exactly the one before it and a count of changes adds up.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import re
 import stat
 import tempfile
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, get_args
@@ -27,12 +33,14 @@ from pipelines.core.errors import EventLogError, InputError
 from pipelines.core.redaction import redact_secrets
 
 __all__ = [
+    "FEEDBACK_LOCK",
     "FEEDBACK_SUFFIX",
     "MAX_COMMENT_CHARS",
     "RATINGS",
     "Rating",
     "clean_comment",
     "feedback_path",
+    "rate_answer",
     "read_feedback",
     "write_feedback",
 ]
@@ -42,6 +50,9 @@ RATINGS: tuple[str, ...] = get_args(Rating)
 # As long as the longest question: room for a sentence or two on what was wrong.
 MAX_COMMENT_CHARS = 2000
 FEEDBACK_SUFFIX = ".feedback.json"
+# One per logs folder, never renamed or deleted (a lock on a file that a rename replaces
+# would guard nothing). Hidden and not named *.jsonl: no reader takes it for a log.
+FEEDBACK_LOCK = ".feedback.lock"
 # A sidecar is a few kilobytes at most; anything larger is not ours and is not read.
 _MAX_SIDECAR_BYTES = 64 * 1024
 _SURROGATES = re.compile("[\ud800-\udfff]")
@@ -139,3 +150,48 @@ def write_feedback(
             with contextlib.suppress(OSError):
                 temporary.unlink()
     return record
+
+
+def rate_answer(
+    log_path: Path,
+    request_id: str,
+    rating: str,
+    comment: str | None,
+    *,
+    now: datetime | None = None,
+) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """:func:`write_feedback`, and the feedback it replaced (None: none), read and written
+    while holding the folder's lock: two ratings of one answer, sent to two workers or two
+    instances at once, never both replace the same earlier one. Errors as
+    :func:`write_feedback`'s."""
+    with _feedback_lock(log_path.parent):
+        earlier = read_feedback(log_path)
+        return write_feedback(log_path, request_id, rating, comment, now=now), earlier
+
+
+@contextlib.contextmanager
+def _feedback_lock(folder: Path) -> Iterator[None]:
+    """The folder's feedback lock, held until the block ends (or the process dies). A
+    rating is a read and a write of a small file: every writer of a fleet waits its turn on
+    one lock rather than each log having a lock file that pruning would have to follow."""
+    try:
+        # Not followed if a link, not waited on if a FIFO; read-write, since over NFS an
+        # exclusive lock needs a descriptor open for writing.
+        descriptor = os.open(
+            folder / FEEDBACK_LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o666
+        )
+    except OSError as error:
+        raise EventLogError(
+            f"cannot store this answer's feedback ({error.strerror or error})",
+            fix="check that the logs folder is writable",
+        ) from None
+    try:
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            raise EventLogError(
+                "cannot store this answer's feedback (its lock is not a regular file)",
+                fix=f"remove {FEEDBACK_LOCK} from the logs folder",
+            )
+        fcntl.flock(descriptor, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(descriptor)  # gives the lock back

@@ -36,7 +36,9 @@ WRONG = "wrong-key-d00d55"
 def keyed(sample_home: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     """`serve` over the sample with two keys, from a key file."""
     key_file = tmp_path_factory.mktemp("keys") / "keys.txt"
-    key_file.write_text(f"# who has which key is the operator's business\n{KEYS[0]}\n\n{KEYS[1]}\n")
+    key_file.write_text(
+        f"# who has which key is the operator's business\n{KEYS[0]}  # alice\n\n{KEYS[1]}\n"
+    )
     env = {
         "REACTOME_ANSWERS_API_KEYS": f"@{key_file}",
         # These tests send many wrong keys on purpose; slowing them is tested on its own.
@@ -118,6 +120,18 @@ def test_unusable_key_settings_are_clear_and_never_show_a_key(tmp_path: Path) ->
     with pytest.raises(ConfigurationError, match="cannot be read") as missing:
         load_server_settings(api_keys=f"@{tmp_path / 'absent.txt'}")
     assert "absent.txt" in str(missing.value)
+    listed = tmp_path / "keys.txt"
+    listed.write_text(f"{KEYS[0]}\t# alice\n# {WRONG}\n{KEYS[1]} and more\n", encoding="utf-8")
+    with pytest.raises(ConfigurationError, match=f"line 3 of the key file {listed}") as spaced:
+        load_server_settings(api_keys=f"@{listed}")
+    assert KEYS[1] not in str(spaced.value)
+    listed.write_text(f"{KEYS[0]}\t# alice\n# {WRONG}\n{KEYS[1]}#not-a-comment\n")
+    assert load_server_settings(api_keys=f"@{listed}").api_key_set == {
+        KEYS[0],
+        f"{KEYS[1]}#not-a-comment",
+    }
+    with pytest.raises(ConfigurationError, match="key 2 of the list"):
+        load_server_settings(api_keys=f"{KEYS[0]},{KEYS[1]} {KEYS[0]}")
     settings = load_server_settings(api_keys=f"{KEYS[0]},{KEYS[1]}")
     assert KEYS[0] not in repr(settings)
     assert KEYS[0] not in settings.model_dump_json()

@@ -22,6 +22,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from app._server_settings import load_server_settings
 from app.server import create_app
 from callbacks.feedback import (
+    FEEDBACK_LOCK,
     MAX_COMMENT_CHARS,
     feedback_path,
     read_feedback,
@@ -105,10 +106,11 @@ def test_feedback_is_stored_beside_the_log_and_a_later_rating_replaces_it(
         assert later.json()["comment"] is None
 
     # The log is as the answer left it (conftest replays it: `replay --check` passes), and
-    # the folder holds it, its one sidecar and nothing half written.
+    # the folder holds it, its one sidecar, the folder's feedback lock and nothing half
+    # written.
     assert log.read_bytes() == written
     assert sorted(path.name for path in log.parent.iterdir()) == sorted(
-        [log.name, feedback_path(log).name]
+        [log.name, feedback_path(log).name, FEEDBACK_LOCK]
     )
     checked = cli(isolated_home, "replay", "--check", request_id)
     assert checked.returncode == 0, checked.stderr
@@ -199,7 +201,7 @@ def test_the_rate_limit_applies_to_feedback(isolated_home: Path) -> None:
     assert stored["rating"] == "down"
 
 
-def test_metrics_count_ratings_and_their_changes_not_added_comments() -> None:
+def test_metrics_count_each_rated_answer_once_under_its_latest_rating() -> None:
     with served() as base:
         first, second = answer(base), answer(base)
         assert feedback_counts(base) == {}
@@ -207,8 +209,11 @@ def test_metrics_count_ratings_and_their_changes_not_added_comments() -> None:
         rate(base, first, {"rating": "down", "comment": "the comment, after the click"})
         rate(base, second, {"rating": "up"})
         assert feedback_counts(base) == {"down": 1.0, "up": 1.0}
-        rate(base, second, {"rating": "down"})  # changed its mind
-        assert feedback_counts(base) == {"down": 2.0, "up": 1.0}
+        rate(base, second, {"rating": "down"})  # changed its mind: moved, not added
+        assert feedback_counts(base) == {"down": 2.0, "up": 0.0}
+        rate(base, second, {"rating": "up"})
+        assert feedback_counts(base) == {"down": 1.0, "up": 1.0}
+        assert "# TYPE reactome_answers_feedback_total gauge" in httpx.get(f"{base}/metrics").text
         text = httpx.get(f"{base}/metrics", timeout=30).text
         assert 'endpoint="/v1/answers/{request_id}/feedback"' in text
 

@@ -229,10 +229,14 @@ def test_feedback_is_shown(page: Any, served: Served) -> None:
 
 @pytest.mark.slow
 def test_an_unknown_request_is_404(served: Served) -> None:
-    for path in ("/logs/0123456789abcdef", "/v1/logs/0123456789abcdef", "/v1/logs/*"):
+    for path in ("/v1/logs/0123456789abcdef", "/v1/logs/*"):
         response = httpx.get(f"{served.base}{path}", timeout=30)
         assert response.status_code == 404, path
         assert response.json()["error"]["code"] == "not_found"
+    # The page is 404 too, and still the page: it tells a reader, in words, what is wrong.
+    page = httpx.get(f"{served.base}/logs/0123456789abcdef", timeout=30)
+    assert page.status_code == 404
+    assert page.headers["content-type"].startswith("text/html")
 
 
 @pytest.mark.slow

@@ -250,11 +250,6 @@ def test_an_answer_not_in_the_logs_gets_a_page_that_says_so(context: Any, keyed:
     assert "404" in problems[0]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="app/_log_page.py answers an unknown id with JSON, not the page, on a server "
-    "without keys (issue 37, section 6: the log page's owner changes that)",
-)
 def test_without_keys_an_answer_not_in_the_logs_gets_the_page_too(context: Any) -> None:
     pipeline, _, _ = make_pipeline([ABCA1], "ABCA1 [1].")
     app = create_app(pipeline.settings, pipeline=pipeline, server=load_server_settings())

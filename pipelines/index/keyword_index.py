@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -12,6 +13,12 @@ import bm25s
 import numpy as np
 
 __all__ = ["KeywordIndex", "keyword_tokens"]
+
+# bm25s sets its own logger to DEBUG when imported, so "Building index from tokens" goes to
+# whatever handler the root logger has (the MCP server's, under `serve`) each time an index
+# is built: at every new version on an instance that builds its indexes from a Chroma
+# server. Its warnings still pass.
+logging.getLogger("bm25s").setLevel(logging.WARNING)
 
 _IDS_FILE = "chunk_ids.json"
 
