@@ -31,10 +31,10 @@ from callbacks.feedback import (
 from callbacks.log import find_request_logs, list_log_files, log_file_name, prune_logs
 from callbacks.log_summary import summarize
 from pipelines.core.errors import InputError
+from tests.support.browser import CHROMIUM, CHROMIUM_ARGS
 from tests.support.cli import cli
 from tests.support.fake_pipeline import ABCA1, CDK5, make_pipeline
 from tests.support.servers import serve, serve_command
-from tests.test_web_client import CHROMIUM, CHROMIUM_ARGS
 
 KEY = "feedback-key-7c2d9e41"
 

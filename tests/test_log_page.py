@@ -13,15 +13,14 @@ from typing import Any
 
 import httpx
 import pytest
-from playwright.sync_api import sync_playwright
 
 from app._log_page import STATIC_DIR, bundle_modules, standalone_page, write_log_page
 from callbacks.log import find_request_logs
 from callbacks.log_view import read_log_view, shorten
+from tests.support.browser import launched
 from tests.support.cli import cli
 from tests.support.fake_pipeline import ABCA1, CDK5, make_pipeline
 from tests.support.servers import Served, serve_command
-from tests.test_web_client import CHROMIUM, CHROMIUM_ARGS
 
 QUESTION = "What does ABCA1 do?"
 # Markup that would run, or fetch, were it ever written into the page as HTML.
@@ -106,12 +105,8 @@ def test_without_keys_the_page_lookup_is_rate_limited(monkeypatch: pytest.Monkey
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    if not CHROMIUM.exists():
-        pytest.fail(f"{CHROMIUM} is missing: run `make install-browser` (Debian's chromium)")
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
+    with launched() as chromium:
+        yield chromium
 
 
 @pytest.fixture

@@ -17,7 +17,6 @@ import pytest
 from httpx_sse import connect_sse
 from langchain_core.embeddings import Embeddings
 from langchain_core.language_models import BaseChatModel, FakeListChatModel
-from playwright.sync_api import sync_playwright
 
 from app._web import WEB_DIR
 from app.server import create_app
@@ -32,6 +31,7 @@ from callbacks.events import (
 )
 from pipelines.core.settings import load_settings
 from pipelines.pipeline import AnswerPipeline
+from tests.support.browser import launched
 from tests.support.fake_openai import fake_chat, serving_env
 from tests.support.fake_pipeline import ABCA1, CDK5, make_pipeline
 from tests.support.fakes import ScriptedStream
@@ -42,12 +42,6 @@ from tests.support.servers import serve, serve_command
 
 pytestmark = pytest.mark.slow  # Chromium driven by Playwright, over real servers
 
-CHROMIUM = Path("/usr/bin/chromium")
-# Without the networking flags Chromium keeps dialling Google's hosts, which this closed
-# network refuses.
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync"]  # fmt: skip
 SITE = "https://reactome.org"
 GUIDE_QUESTION = "How do I use the pathway browser?"
 # Questions whose answers cite some of the user-guide pages retrieved, renumbered; which of
@@ -90,12 +84,8 @@ document.addEventListener("DOMContentLoaded", () => {
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    if not CHROMIUM.exists():
-        pytest.fail(f"{CHROMIUM} is missing: run `make install-browser` (Debian's chromium)")
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
+    with launched() as chromium:
+        yield chromium
 
 
 @pytest.fixture

@@ -16,18 +16,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from playwright.sync_api import sync_playwright
 
 from app._server_settings import load_server_settings
 from app.server import create_app
 from callbacks.events import DoneData, DoneEvent
 from callbacks.log import find_request_logs, read_log
 from pipelines.core.settings import load_settings
+from tests.support.browser import launched
 from tests.support.fake_openai import FakeChat, fake_chat, serving_env
 from tests.support.fake_pipeline import ABCA1, make_pipeline
 from tests.support.marker_evidence import owned_evidence
 from tests.support.servers import serve, serve_command
-from tests.test_web_client import CHROMIUM, CHROMIUM_ARGS
 
 pytestmark = pytest.mark.slow  # Chromium driven by Playwright, over real servers
 
@@ -50,12 +49,8 @@ class Server:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    if not CHROMIUM.exists():
-        pytest.fail(f"{CHROMIUM} is missing: run `make install-browser` (Debian's chromium)")
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
+    with launched() as chromium:
+        yield chromium
 
 
 @pytest.fixture
