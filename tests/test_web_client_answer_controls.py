@@ -2,8 +2,8 @@
 headless Chromium against a real `serve` whose model is an OpenAI-compatible fake (so that
 answers cite wrongly, or fail, on demand): thumbs that need no emoji font, a link to the
 answer's log when the server keeps logs, no Sources and nothing to rate for an answer that
-failed before any text, and a log page that shows each citation's evidence and says so when
-an answer is not in the logs.
+failed before any text, nothing of a Sources list the model wrote itself, and a log page
+that shows each citation's evidence and says so when an answer is not in the logs.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from callbacks.events import DoneData, DoneEvent
 from callbacks.log import find_request_logs, read_log
 from pipelines.core.settings import load_settings
 from tests.support.browser import launched
-from tests.support.fake_openai import FakeChat, fake_chat, serving_env
+from tests.support.fake_openai import FORGED_SITE, FakeChat, fake_chat, serving_env
 from tests.support.fake_pipeline import ABCA1, make_pipeline
 from tests.support.marker_evidence import owned_evidence
 from tests.support.servers import serve, serve_command
@@ -255,3 +255,22 @@ def test_without_keys_an_answer_not_in_the_logs_gets_the_page_too(context: Any) 
         assert response.headers["content-type"].startswith("text/html")
         page.wait_for_selector("#not-found:not([hidden])")
         assert UNKNOWN_ID in page.text_content("#not-found-text")
+
+
+def test_a_sources_list_the_model_wrote_itself_is_not_shown(context: Any, keyed: Server) -> None:
+    # The model ends its answer with a list of its own, linking to a forged site: the reader
+    # sees the answer and our Sources list, and nothing of the model's (issue 37, item 1).
+    keyed.fake.behaviour = "own_sources"
+    with_the_key(context)
+    page = context.new_page()
+    problems = watched(page)
+    page.goto(f"{keyed.base}/")
+    assert ask(page, QUESTION) == "answered"
+    shown = page.inner_text("body")
+    assert "definitive pathway" not in shown
+    assert FORGED_SITE not in page.content()
+    links = page.eval_on_selector_all("#answer a, #sources a", "as => as.map(a => a.href)")
+    assert links, "the answer's markers and our Sources list link to Reactome"
+    assert all(link.startswith("https://reactome.org/") for link in links), links
+    assert page.locator("#sources li").count() >= 1
+    assert not problems
