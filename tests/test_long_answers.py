@@ -10,10 +10,14 @@ request for it would time out; off the loop, it answers, and then the answer com
 from __future__ import annotations
 
 import asyncio
+import json
+import socket
 import threading
 from collections.abc import Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
@@ -25,10 +29,13 @@ from callbacks.handler import AnswerEventHandler
 from callbacks.log import read_log
 from pipelines.core.settings import load_settings
 from pipelines.pipeline import AnswerPipeline
+from pipelines.pipeline import _request as request_module
+from tests.support.fake_pipeline import ABCA1, CDK5, make_pipeline
 from tests.support.fakes import ScriptedStream
 from tests.support.invariants import check_stream
 from tests.support.servers import serve
 from tests.support.sse import parse_sse
+from tests.support.waiting import wait_until
 
 # Short cited sentences (the attack used 8,000 in 168 KB): enough that finishing is real work,
 # few enough that the offline judge rules on them all in a few seconds.
@@ -98,3 +105,61 @@ def test_healthz_answers_while_a_long_answer_finishes(
     logged = read_log(log)
     assert logged.complete, "done reached the log, written from the loop"
     assert [event.seq for event in logged.events] == [event.seq for event in events]
+
+
+def test_a_client_leaving_while_the_answer_finishes_still_gets_its_done_logged(
+    isolated_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The stream's reader goes away while ``finish`` runs in its thread, and the work is
+    cancelled (Starlette may cancel every await after that, the wait for the work included).
+    The log must still end with ``done``, and the answer be counted out once: a review found
+    neither held."""
+    entered, release = threading.Event(), threading.Event()
+    real_finish = AnswerEventHandler.finish
+
+    def held_finish(self: AnswerEventHandler, *args: Any, **kwargs: Any) -> Any:
+        if (args[0] if args else kwargs.get("state")) == "answered":
+            entered.set()
+            release.wait(WAIT_S)
+        return real_finish(self, *args, **kwargs)
+
+    working: list[asyncio.Task[Any]] = []
+    real_off_the_loop = request_module._off_the_loop
+
+    async def noting_the_task(work: Any) -> Any:
+        working.append(asyncio.current_task())  # type: ignore[arg-type]
+        return await real_off_the_loop(work)
+
+    monkeypatch.setattr(AnswerEventHandler, "finish", held_finish)
+    monkeypatch.setattr(request_module, "_off_the_loop", noting_the_task)
+    pipeline, _, _ = make_pipeline([ABCA1, CDK5], "ABCA1 exports cholesterol [1]. CDK5 [2].")
+    body = json.dumps({"question": "What does ABCA1 do?"}).encode()
+    logs = isolated_home / "logs"
+    with contextmanager(serve)(create_app(pipeline.settings, pipeline=pipeline)) as base:
+        address = urlsplit(base)
+        with socket.create_connection((address.hostname, address.port), timeout=30) as sock:
+            sock.sendall(
+                b"POST /v1/answer/stream HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                b"Content-Type: application/json\r\n"
+                b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+            )
+            assert entered.wait(WAIT_S), "the answer never reached its finish"
+            sock.shutdown(socket.SHUT_RDWR)
+        wait_until(lambda: working[-1].cancelling() > 0, what="the work cancelled")
+        release.set()
+        wait_until(
+            lambda: any(read_log(path).complete for path in logs.glob("*.jsonl")),
+            what="the log's done",
+        )
+        (log,) = logs.glob("*.jsonl")
+        assert [event.type for event in read_log(log).events][-1] == "done"
+        wait_until(lambda: _in_progress(base) == 0.0, what="the answer counted out")
+
+
+def _in_progress(base: str) -> float:
+    metrics = httpx.get(f"{base}/metrics", timeout=30).text
+    (line,) = [line for line in metrics.splitlines() if line.startswith(IN_PROGRESS)]
+    return float(line.split()[-1])
+
+
+IN_PROGRESS = "reactome_answers_answers_in_progress "

@@ -61,6 +61,11 @@ KEPT = [
     # A list with prose after it was not the end of the answer.
     "Sources:\n- [a](https://x.example/a)\n\nABCA1 exports cholesterol [1].",
     "## Sources of HDL\n- ABCA1 [1]\n- LCAT [2]\n\nBoth matter.",
+    # Items that cite our sources by marker are the answer, even under a bare heading and at
+    # the very end: removing them would take the answer's text and citations along.
+    "Cholesterol comes from two places.\n\n## Sources\n- Dietary intake [1]\n"
+    "- De novo synthesis in the liver [2]\n",
+    "Two sources:\n\nSources:\n1. The diet [1]\n2. The liver [2]",
 ]
 
 
@@ -90,6 +95,17 @@ def test_any_split_into_tokens_gives_the_same_text(text: str, cuts: list[int]) -
 
 
 # --- through the pipeline ----------------------------------------------------------------------
+
+
+def test_an_answer_without_such_a_section_keeps_its_token_boundaries() -> None:
+    # Spaces inside a line go out with their token; only a line break waits, in case a
+    # heading follows. So a log recorded before the filter replays token for token.
+    tokens = ["ABCA1 ", "exports ", "cholesterol ", "[1]. ", "HDL ", "is ", "low."]
+    sources = ModelSources()
+    assert [sources.feed(token) for token in tokens] == tokens
+    assert sources.close() == ""
+    held = ModelSources()
+    assert [held.feed(t) for t in ["low.", "\n\n", "More."]] == ["low.", "", "\n\nMore."]
 
 
 def _tokens(events: Sequence[Any]) -> str:

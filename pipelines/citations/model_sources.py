@@ -22,6 +22,8 @@ from __future__ import annotations
 import copy
 import re
 
+from pipelines.citations.finalize import cited_numbers
+
 __all__ = ["ModelSources", "without_model_sources"]
 
 
@@ -94,30 +96,35 @@ class ModelSources:
         self._free = False  # the current line is known to be prose: released as it comes
         self._out: list[str] = []
         self.started = False  # whether any text came
+        self._taken = 0  # characters fed
+        self._given = 0  # characters released, or dropped with a section
+        self.longest = 0  # the most characters ever held at once
 
     def feed(self, text: str) -> str:
         """Take the next piece of the text; return what can be released now."""
         if not text:
             return ""
         self.started = True
-        if self._free and "\n" not in text:
-            # The common token, inside a line already known to be prose: released as it
-            # comes, less trailing whitespace, which waits for the next token (what
-            # _release does, without the line machinery).
-            content = text.rstrip()
-            if not content:
-                self._space.append(text)
-                return ""
-            released = "".join(self._space) + content if self._space else content
-            self._space = [text[len(content) :]] if len(content) < len(text) else []
-            return released
+        self._taken += len(text)
+        if self._free and not self._space and "\n" not in text:
+            # The common token, inside a line already known to be prose, with no line break
+            # held: released whole, as it came (what _release does, without the machinery).
+            self._given += len(text)
+            return text
         position = 0
         while position < len(text):
             newline = text.find("\n", position)
             end = len(text) if newline < 0 else newline + 1
             self._take(text[position:end], complete=newline >= 0)
             position = end
-        return self._flush()
+        released = self._flush()
+        self.longest = max(self.longest, self.held)
+        return released
+
+    @property
+    def held(self) -> int:
+        """How many characters fed are held back now."""
+        return self._taken - self._given
 
     def peek_close(self) -> str:
         """What :meth:`close` would release now, leaving this one as it is."""
@@ -126,14 +133,17 @@ class ModelSources:
     def close(self) -> str:
         """The text has ended: release what is held, less a trailing Sources section."""
         head = self._head.rstrip("\r")
-        ends_section = bool(self._section) and self._list_line()
+        last = "".join(self._line)
+        ends_section = bool(self._section) and self._list_line() and not _answer_line(last)
         bare_heading = not self._section and _heading_state(head) == "whole"
         if not (ends_section or bare_heading):
-            self._release("".join(self._section) + "".join(self._line))
+            self._release("".join(self._section) + last)
             self._out.extend(self._space)
         self._space, self._section = [], []
         self._next_line()
-        return self._flush()
+        released = self._flush()
+        self._given = self._taken  # what was not released went with the section
+        return released
 
     def _list_line(self) -> bool:
         return self._blank or _LIST_ITEM.match(self._head) is not None
@@ -151,7 +161,7 @@ class ModelSources:
             self._head += piece[: _HEAD - len(self._head)].rstrip("\n")
         self._blank = self._blank and not piece.strip()
         if self._section:
-            if self._list_line():
+            if self._list_line() and not (complete and _answer_line("".join(self._line))):
                 if complete:
                     self._section.extend(self._line)
                     self._next_line()
@@ -175,18 +185,51 @@ class ModelSources:
         self._free = not complete
 
     def _release(self, text: str) -> None:
+        """Release ``text``, but hold whitespace from a line break on: a removed section
+        takes the blank lines before it along. Spaces within a line go out with their
+        token, so the tokens of an answer without such a section keep their boundaries."""
         content = text.rstrip()
-        if not content:
-            self._space.append(text)
+        if content:
+            self._out.extend(self._space)
+            self._space = []
+            self._out.append(content)
+        rest = text[len(content) :]
+        if not rest:
             return
-        self._out.extend(self._space)
-        self._out.append(content)
-        self._space = [text[len(content) :]] if len(content) < len(text) else []
+        if self._space:
+            self._space.append(rest)
+            return
+        line_break = next((i for i, c in enumerate(rest) if c in "\r\n"), -1)
+        if line_break < 0:
+            self._out.append(rest)
+            return
+        self._out.append(rest[:line_break])
+        self._space.append(rest[line_break:])
 
     def _flush(self) -> str:
         out = "".join(self._out)
         self._out = []
+        self._given += len(out)
         return out
+
+
+# A reference entry's own number at a list line's start: "[3] Title", "[3]: Title".
+_ENTRY_NUMBER = re.compile(r"[ \t]*\[\d{1,4}\]:?")
+
+
+def _answer_line(line: str) -> bool:
+    """Whether a list line under a Sources-like heading is part of the answer: prose that
+    cites our sources by marker ("- Dietary intake [1]", under "## Sources of cholesterol"
+    or only "## Sources"), with no link or address of its own. Removing it would take
+    the answer's text and its citations with it; a list of the model's own links goes."""
+    if "](" in line or "http://" in line or "https://" in line:
+        return False
+    item = _LIST_ITEM.match(line)
+    start = 0 if item is None else item.end()
+    if start and line[start - 1] == "[":
+        start -= 1  # the list marker was the "[" of an entry number
+    entry = _ENTRY_NUMBER.match(line, start)
+    return bool(cited_numbers(line[start if entry is None else entry.end() :]))
 
 
 def without_model_sources(text: str) -> str:

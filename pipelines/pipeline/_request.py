@@ -58,14 +58,20 @@ def _on_loop(function: Callable[..., None]) -> Callable[..., None]:
 async def _off_the_loop(work: Callable[[], _T]) -> _T:
     """Run CPU-bound finishing ``work`` in a worker thread, so a long answer's evidence and
     finalizing (seconds for 8,000 cited sentences) stall no other request on this worker.
-    A cancellation waits for it: the work is bounded and already under way, and its ``done``
-    must reach the log before the log is closed."""
+    A cancellation waits for it, however often it comes (anyio cancels every await inside a
+    cancelled scope, as Starlette's is after a disconnect, and the consumer's wait for this
+    task is one): the work is bounded and already under way, and its ``done`` must reach the
+    log before the log is closed."""
     running = asyncio.ensure_future(asyncio.to_thread(work))
-    try:
-        return await asyncio.shield(running)
-    except asyncio.CancelledError:
-        await asyncio.wait([running])
-        raise
+    cancelled = False
+    while not running.done():
+        try:
+            await asyncio.wait([running])
+        except asyncio.CancelledError:
+            cancelled = True
+    if cancelled:
+        raise asyncio.CancelledError
+    return running.result()
 
 
 def refuse(handler: AnswerEventHandler, refusal: Refusal) -> None:
@@ -284,10 +290,21 @@ class AnswerRequest:
             if observers:
                 if isinstance(event, TokenEvent):
                     tokens += 1
-                elif isinstance(event, DoneEvent):
+                elif isinstance(event, DoneEvent) and not finished:
                     finished = True
                     for observer in observers:
                         observer.answer_finished(event.data, tokens)
+
+        def settle() -> None:
+            """Once the work has ended: the log closed, and the answer counted out if its
+            ``done`` never came (it always should)."""
+            nonlocal finished
+            if log is not None:
+                log.close()
+            if not finished:
+                finished = True
+                for observer in observers:
+                    observer.answer_finished(None, tokens)
 
         handler = self._handler(emit, log, record=_on_loop(log.callback) if log else None)
         for observer in observers:
@@ -319,10 +336,11 @@ class AnswerRequest:
                     task.cancel()  # the consumer went away: stop the model work too
                     await asyncio.gather(task, return_exceptions=True)
             finally:
-                # Closed even when the await above is itself cancelled (anyio cancels every
-                # await inside a cancelled scope, as Starlette's is after a disconnect).
-                if log is not None:
-                    log.close()
-                if not finished:  # done never came (it always should): still counted out
-                    for observer in observers:
-                        observer.answer_finished(None, tokens)
+                if task is None or task.done():
+                    settle()
+                else:
+                    # The wait above was itself cancelled (anyio cancels every await inside a
+                    # cancelled scope, as Starlette's is after a disconnect). The work still
+                    # ends on its own, a finishing thread's done included: settle then, so
+                    # that done reaches the log and the answer is counted out once.
+                    task.add_done_callback(lambda _: settle())
