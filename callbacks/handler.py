@@ -144,6 +144,7 @@ class _Answer:
     # longest any character waited
     arrivals: deque[tuple[int, float]] = field(default_factory=deque)
     raw_chars: int = 0
+    held_chars: int = 0  # live: the most characters held at once, by either
     held_back_s: float = 0.0
     prompt_tokens: int | None = None  # the answer model's input, once it is asked
 
@@ -433,6 +434,8 @@ class AnswerEventHandler(BaseCallbackHandler):
         if run is None or ANSWER_TAG not in run.tags or not self.retrieval_ended or not token:
             return
         self._take_text(self._answer.model_sources.feed(token))
+        if self._answer.live is not None:
+            self._track_hold(len(token))
 
     def _take_text(self, text: str) -> None:
         """Stream answer text the model-sources filter released (the model's own markers,
@@ -452,25 +455,29 @@ class AnswerEventHandler(BaseCallbackHandler):
         self._send(TokenEvent, data)
         self._answer.parts.append(text)  # once sent: done.text holds only what was streamed
 
-    def _feed_live(self, live: LiveCitations[Source], token: str | None) -> str:
-        """Feed a token (None: the end of the text) and note how long what it releases
-        waited. The clock is read only when something waits or waited: most tokens neither."""
+    @staticmethod
+    def _feed_live(live: LiveCitations[Source], token: str | None) -> str:
+        """Feed live numbering a token (None: the end of the text)."""
+        return live.close() if token is None else live.feed(token)
+
+    def _track_hold(self, arrived: int) -> None:
+        """Note how long what was released waited, held by the model-sources filter or by
+        live numbering (``arrived``: the model's characters just received, 0 at the end).
+        The clock is read only when something waits or waited: most tokens neither."""
         answer = self._answer
-        if token is None:
-            text = live.close()
-        else:
-            answer.raw_chars += len(token)
-            text = live.feed(token)
-        held = len(live.pending)
+        live = answer.live
+        assert live is not None
+        answer.raw_chars += arrived
+        held = answer.model_sources.held + len(live.pending)
         if not answer.arrivals and not held:
-            return text
+            return
+        answer.held_chars = max(answer.held_chars, held)
         now = self._clock()
-        if token and held:
+        if arrived and held:
             answer.arrivals.append((answer.raw_chars, now))
         released_up_to = answer.raw_chars - held
         while answer.arrivals and answer.arrivals[0][0] <= released_up_to:
             answer.held_back_s = max(answer.held_back_s, now - answer.arrivals.popleft()[1])
-        return text
 
     def _send_live(self, text: str, live: LiveCitations[Source]) -> None:
         """Send the references this text cites first, then the text itself."""
@@ -567,6 +574,7 @@ class AnswerEventHandler(BaseCallbackHandler):
             if text:
                 self._send_live(self._feed_live(live, text), live)
             self._send_live(self._feed_live(live, None), live)
+            self._track_hold(0)
         elif self._answer.arrivals:
             # What was still held is dropped with the failure: it waited until now.
             waited = self._clock() - self._answer.arrivals[0][1]
@@ -578,7 +586,7 @@ class AnswerEventHandler(BaseCallbackHandler):
         references = [_reference(index, source) for index, source in enumerate(kept, start=1)]
         held = {
             "held_back_ms": round(self._answer.held_back_s * 1000, 3),
-            "held_back_chars": live.held,
+            "held_back_chars": max(live.held, self._answer.held_chars),
         }
         final_text = "".join(self._answer.streamed)
         evidence = evidence_items(final_text, kept, ruled) if ruled and cited else []

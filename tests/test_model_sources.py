@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import uuid
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -28,8 +29,10 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from callbacks.events import DoneEvent, TokenEvent
+from callbacks.handler import AnswerEventHandler
 from pipelines.citations.model_sources import ModelSources, without_model_sources
 from pipelines.core.settings import load_settings
+from pipelines.core.tags import ANSWER_TAG, RETRIEVAL_TAG
 from pipelines.pipeline import AnswerPipeline
 from tests.support.cli import cli
 from tests.support.fake_openai import FORGED_SITE, OWN_SOURCES, fake_chat, serving_env
@@ -323,3 +326,27 @@ def test_a_failed_answer_over_http_lists_no_source(sample_home: Path) -> None:
     done = check_stream(parse_sse(streamed.text))
     assert done.data.state == "failed"
     assert done.data.references == []
+
+
+def test_what_the_filter_holds_counts_in_the_live_hold_timings() -> None:
+    # A heading and a list are held until prose after them shows they were no Sources
+    # section: done.timings says how long and how much, as for a marker live numbering holds.
+    clock = [0.0]
+    events: list[Any] = []
+    handler = AnswerEventHandler(
+        request_id="held", emit=events.append, live_citations=True, clock=lambda: clock[0]
+    )
+    handler.start("q", ["auto"], {})
+    retrieval, model = uuid.uuid4(), uuid.uuid4()
+    handler.on_retriever_start(None, "q", run_id=retrieval, tags=[RETRIEVAL_TAG])
+    handler.on_retriever_end([ABCA1, CDK5], run_id=retrieval)
+    handler.on_chat_model_start(None, [], run_id=model, tags=[ANSWER_TAG])
+    held = ["\n", "\n", "Sources:\n", "- a\n", "- b\n"]
+    for token in ["ABCA1 exports cholesterol [1].", *held, "But CDK5 [2] too."]:
+        handler.on_llm_new_token(token, run_id=model)
+        clock[0] += 5.0  # seconds between tokens
+    done = handler.finish("answered")
+    assert done.data.text.endswith("\n\nSources:\n- a\n- b\nBut CDK5 [2] too.")
+    # The first line break waited from its arrival until the prose came, five tokens later.
+    assert done.data.timings.held_back_ms == 25_000.0
+    assert done.data.timings.held_back_chars == len("".join(held))
