@@ -99,7 +99,7 @@ def test_bad_requests_are_422_with_a_message(
 def test_the_limits_a_client_reads_are_the_ones_kept(base_url: str) -> None:
     limits = httpx.get(f"{base_url}/v1/limits").json()
     assert limits == {"max_question_chars": 2000, "max_turns": 50, "max_turn_chars": 20_000,
-                      "feedback": limits["feedback"]}  # fmt: skip
+                      "feedback": limits["feedback"], "logs": limits["logs"]}  # fmt: skip
     most, turns, longest = (limits[name] for name in ("max_question_chars", "max_turns",
                                                       "max_turn_chars"))  # fmt: skip
 
