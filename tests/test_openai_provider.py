@@ -3,6 +3,7 @@ completions API (as vLLM, Ollama and llama.cpp's server do), streaming over SSE.
 
 from __future__ import annotations
 
+import gc
 import json
 import threading
 from collections.abc import Iterator
@@ -99,3 +100,52 @@ def test_a_local_server_such_as_ollama_needs_no_key(
     assert done.data.state == "answered"
     assert done.data.text.strip() == ANSWER
     assert len(_ChatAPI.requests) == 2
+
+
+class _KeepAliveChatAPI(_ChatAPI):
+    """The same replies over HTTP/1.1, each whole with its length, so the client keeps the
+    connection for the next call, as hosted servers and vLLM do."""
+
+    protocol_version = "HTTP/1.1"
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        system = str(body["messages"][0]["content"])
+        reply = json.dumps(EXPANSION) if "prepare searches" in system else ANSWER
+        frames = [
+            {"id": "c1", "object": "chat.completion.chunk", "created": 0, "model": body["model"],
+             "choices": [{"index": 0, "delta": {"content": piece + " "}, "finish_reason": None}]}
+            for piece in reply.split(" ")
+        ]  # fmt: skip
+        payload = "".join(f"data: {json.dumps(frame)}\n\n" for frame in frames)
+        encoded = (payload + "data: [DONE]\n\n").encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Content-Length", str(len(encoded)))
+        self.end_headers()
+        self.wfile.write(encoded)
+
+
+def test_pipelines_one_after_another_share_no_connection(
+    sample_home: Path, minilm: Embeddings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Each pipeline's synchronous calls run on an event loop of its own, which ends with it.
+    # A connection kept from one pipeline's loop must not serve the next pipeline's model
+    # (it failed with "Event loop is closed", and the expander fell back unannounced).
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _KeepAliveChatAPI)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    monkeypatch.setenv("OPENAI_BASE_URL", f"http://127.0.0.1:{server.server_address[1]}/v1")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-local-test")
+    try:
+        for _ in range(3):
+            settings = load_settings(home=sample_home, llm="openai:local-model", event_logs=False)
+            pipeline = AnswerPipeline(settings, embeddings=minilm, raise_handler_errors=True)
+            done = check_stream(list(pipeline.stream("What causes Tangier disease?")))
+            assert done.data.state == "answered"
+            # The expander's own collections and query: no fallback to the question alone.
+            assert [r.st_id for r in done.data.references] == ["R-HSA-5682113"]
+            del pipeline
+            gc.collect()  # the pipeline's loop ends with it
+    finally:
+        server.shutdown()
+        server.server_close()

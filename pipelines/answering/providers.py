@@ -92,6 +92,22 @@ def _llamacpp(settings: Settings) -> BaseChatModel:
     )
 
 
+def _own_async_client(settings: Settings) -> Any:
+    """An HTTP client for one model's async calls. Left to itself, langchain-openai shares
+    one client per (base URL, timeout) across the whole process, and so across event loops:
+    a pipeline's synchronous calls run on a loop of its own that ends with it, and a client
+    whose pooled connections belong to an ended loop fails the next model call anywhere
+    else ("Event loop is closed"). Nor does this one keep a connection between calls: one
+    kept past its pipeline's loop could not be closed, and leaks (decision 0034 weighs the
+    cost, a connection per model call)."""
+    import httpx2  # the HTTP client the openai package is built on
+    import openai
+
+    return openai.DefaultAsyncHttpxClient(
+        timeout=settings.model_timeout_s, limits=httpx2.Limits(max_keepalive_connections=0)
+    )
+
+
 def _openai(settings: Settings) -> BaseChatModel:
     key = openai_api_key(f"--llm {settings.llm}", "use --llm extractive")
     from langchain_openai import ChatOpenAI
@@ -103,6 +119,7 @@ def _openai(settings: Settings) -> BaseChatModel:
         timeout=settings.model_timeout_s,
         max_retries=1,
         api_key=SecretStr(key or KEYLESS),
+        http_async_client=_own_async_client(settings),
     )
 
 
@@ -137,5 +154,6 @@ def make_judge(settings: Settings, bank: SentenceBank) -> EvidenceJudge:
         timeout=settings.model_timeout_s,
         max_retries=1,
         api_key=SecretStr(key or KEYLESS),
+        http_async_client=_own_async_client(settings),
     )
     return ModelJudge(grader, offline)
