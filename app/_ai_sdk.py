@@ -214,8 +214,8 @@ async def _stream(
                 error = event
             elif isinstance(event, DoneEvent):
                 done = event.data
-                # A failure before any text cites nothing, whatever the list says.
-                references = [] if error is not None and not done.text else done.references
+                # A failed answer lists only what its text cites: the pipeline's rule.
+                references = done.references
                 # References no token announced (a model that did not stream), in order.
                 for reference in references:
                     if reference.n not in sent:
