@@ -40,13 +40,14 @@ from typing import Any
 import anyio
 from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError, field_validator
 
 from app._access import AnswerRoute
 from app._chat_protocols import UnreadableBodyError, data_frame, read_json, split_conversation
 from app._deps import PipelineDep, SettingsDep
 from app._errors import error_response
 from app._links import reference_link
+from app._request_models import language_option
 from callbacks.events import (
     DoneEvent,
     ErrorEvent,
@@ -93,6 +94,12 @@ class UIChatRequest(BaseModel):
     messages: list[_UIMessage] = Field(min_length=1, max_length=1000)
     # Strict, as a JSON boolean: "yes" or 1 is a mistake to report, not a true to guess.
     cite_urls: StrictBool | None = None
+    language: str | None = Field(default=None, max_length=35)
+
+    @field_validator("language")
+    @classmethod
+    def _supported(cls, value: str | None) -> str | None:
+        return None if value is None else language_option(value)
 
 
 def _source(reference: Reference) -> dict[str, Any]:
@@ -139,6 +146,10 @@ def _request_schema() -> dict[str, Any]:
         "properties": {
             "messages": {"type": "array", "items": message, "minItems": 1},
             "cite_urls": {"type": "boolean", "description": "cite user-guide pages by url"},
+            "language": {
+                "type": "string",
+                "description": "the asker's language as a BCP 47 tag; unset: detected",
+            },
         },
         "required": ["messages"],
     }
@@ -171,7 +182,7 @@ async def chat(request: Request, pipeline: PipelineDep, settings: SettingsDep) -
     if length is not None:
         return error_response(422, "bad_input", length)
     return StreamingResponse(
-        _stream(pipeline, question, history, body.cite_urls),
+        _stream(pipeline, question, history, body.cite_urls, body.language),
         media_type="text/event-stream",
         headers=UI_STREAM_HEADERS,
     )
@@ -182,6 +193,7 @@ async def _stream(
     question: str,
     history: list[tuple[str, str]],
     cite_urls: bool | None,
+    language: str | None = None,
 ) -> AsyncIterator[bytes]:
     request_id = uuid.uuid4().hex
     events = pipeline.astream(
@@ -189,6 +201,7 @@ async def _stream(
         history=history,
         cite_urls=cite_urls,
         live_citations=True,
+        language=language,
         request_id=request_id,
     )
     sent: set[int] = set()  # references already sent as source parts
@@ -231,6 +244,7 @@ async def _stream(
                 metadata = {
                     "request_id": request_id,
                     "state": done.state,
+                    "language": done.language,
                     "references": [r.model_dump(mode="json") for r in references],
                 }
                 if error is not None:

@@ -14,7 +14,9 @@ from app._ingest_commands import collection_list
 from app._links import reference_link
 from callbacks.events import DoneData, DoneEvent, Event, TokenEvent, to_jsonl
 from pipelines.core.errors import InputError
+from pipelines.core.options import checked_language
 from pipelines.core.settings import Settings
+from pipelines.language import SUPPORTED_LANGUAGES, fixed_text
 
 if TYPE_CHECKING:
     from pipelines.pipeline import AnswerPipeline
@@ -64,6 +66,20 @@ def add_answer_options(parser: argparse.ArgumentParser) -> None:
         metavar="A,B",
         help="search these collections instead of letting the expander route the question",
     )
+    parser.add_argument(
+        "--language",
+        type=_language,
+        metavar="TAG",
+        help="answer in this language, a BCP 47 tag (es, pt-BR, zh-Hans: one of "
+        f"{', '.join(SUPPORTED_LANGUAGES)}) instead of the one detected in the question",
+    )
+
+
+def _language(value: str) -> str:
+    try:
+        return checked_language(value)
+    except InputError as error:  # argparse's one-line usage error
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 # More than any history the pipeline takes (50 turns of at most 20,000 characters, each up
@@ -142,6 +158,7 @@ def print_answer(
         history=history,
         collections=args.collections,
         live_citations=args.live_citations,
+        language=args.language,
     )
     for event in answer:
         events.append(event)
@@ -168,7 +185,7 @@ def print_answer(
         else:
             print()
         if data.references:
-            print("\nSources:")
+            print(f"\n{fixed_text('sources_heading', data.language)}")
             for reference in data.references:
                 print(f"[{reference.n}] {reference.display_name} <{reference_link(reference)}>")
                 if show_evidence:

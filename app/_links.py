@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from callbacks.events import Reference
+from pipelines.language import DEFAULT_LANGUAGE, fixed_text
 
 __all__ = ["REACTOME_DETAIL", "REACTOME_SITE", "reference_link", "sources_markdown"]
 
@@ -24,13 +25,14 @@ def _markdown_label(text: str) -> str:
     return text.replace("\\", "\\\\").replace("[", "\\[").replace("]", "\\]")
 
 
-def sources_markdown(references: list[Reference]) -> str:
+def sources_markdown(references: list[Reference], language: str = DEFAULT_LANGUAGE) -> str:
     """A short Markdown list of the references, numbered as the answer's markers, to append to
-    an answer for clients that render text only; empty when there are none."""
+    an answer for clients that render text only, under the heading in ``language``; empty
+    when there are none."""
     if not references:
         return ""
     lines = [
         f"{reference.n}. [{_markdown_label(reference.display_name)}]({reference_link(reference)})"
         for reference in references
     ]
-    return "\n\nSources:\n" + "\n".join(lines)
+    return f"\n\n{fixed_text('sources_heading', language)}\n" + "\n".join(lines)

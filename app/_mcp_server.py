@@ -47,12 +47,14 @@ from pipelines.catalog.catalog import Catalog
 from pipelines.citations.sources import Source, number_sources
 from pipelines.core.errors import (
     ErrorCode,
+    InputError,
     NotIngestedError,
     PersonalAdviceError,
     ReactomeAnswersError,
 )
-from pipelines.core.options import RequestOptions
+from pipelines.core.options import RequestOptions, checked_language
 from pipelines.core.redaction import one_line, redact_secrets
+from pipelines.language import SUPPORTED_LANGUAGES
 from pipelines.pipeline import AnswerPipeline
 from pipelines.retrieval.refusal_rules import ADVICE_REFUSAL
 
@@ -112,6 +114,11 @@ class Answer(BaseModel):
         default_factory=list, description="for each (sentence, cited source), the passage"
     )
     request_id: str = Field(description="the answer's log on the server is under this id")
+    language: str = Field(
+        default="en",
+        description="the asker's language (BCP 47 primary tag) the answer and its fixed texts "
+        "are in: the language argument, else the one detected in the question",
+    )
 
 
 def _package_version() -> str:
@@ -179,6 +186,14 @@ def mcp_server(pipeline: AnswerPipeline, catalog: Catalog) -> MCPServer:
                 "false); omit for the server's choice",
             ),
         ] = None,
+        language: Annotated[
+            str | None,
+            Field(
+                max_length=35,
+                description="the asker's language as a BCP 47 tag (es, pt-BR, zh-Hans): one "
+                f"of {', '.join(SUPPORTED_LANGUAGES)}; omit to detect it from the question",
+            ),
+        ] = None,
     ) -> Annotated[CallToolResult, Answer]:
         options = RequestOptions(
             history=tuple((turn.role, turn.content) for turn in history or ()),
@@ -186,6 +201,7 @@ def mcp_server(pipeline: AnswerPipeline, catalog: Catalog) -> MCPServer:
             cite_urls=cite_urls,
             # Tokens carry their final markers, so the streamed progress reads as the result.
             live_citations=True,
+            language=_checked_language(language),
         )
         return await _answer(pipeline, question, options, ctx.report_progress)
 
@@ -247,6 +263,17 @@ def _checked(catalog: Catalog, collections: list[str] | None) -> tuple[str, ...]
     return tuple(collections)
 
 
+def _checked_language(language: str | None) -> str | None:
+    if language is None:
+        return None
+    try:
+        return checked_language(language)
+    except InputError as error:
+        raise MCPError(
+            code=INVALID_PARAMS, message=str(error), data={"arguments": ["language"]}
+        ) from None
+
+
 _Progress = Callable[[float, float | None, str | None], Awaitable[None]]
 
 
@@ -289,8 +316,9 @@ async def _answer(
         references=[_linked(reference) for reference in done.references],
         evidence=done.evidence,
         request_id=request_id,
+        language=done.language,
     )
-    text = done.text + sources_markdown(done.references)
+    text = done.text + sources_markdown(done.references, done.language)
     return CallToolResult(
         content=[TextContent(type="text", text=text)],
         structured_content=answer.model_dump(mode="json"),

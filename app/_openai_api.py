@@ -30,7 +30,7 @@ from typing import Any, Literal
 
 import anyio
 from fastapi import APIRouter, Request, Response
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from sse_starlette import EventSourceResponse
 
 from app._access import AnswerRoute
@@ -40,6 +40,7 @@ from app._disconnect import CLIENT_LEFT_STATUS, events_unless_client_leaves
 from app._errors import http_status_for, openai_error_body, openai_error_response
 from app._links import reference_link, sources_markdown
 from app._openai_annotations import evidence_json, url_citations
+from app._request_models import language_option
 from app._server_settings import ServerSettings
 from app._sources_text import without_our_sources
 from callbacks.events import DoneEvent, ErrorEvent, Event, Reference, TokenEvent
@@ -89,6 +90,17 @@ class ChatRequest(BaseModel):
     messages: list[ChatMessage] = Field(min_length=1, max_length=1000)
     stream: bool = False
     stream_options: _StreamOptions | None = None
+    # Ours, beside OpenAI's fields (as extra_body from the openai client).
+    language: str | None = Field(
+        default=None,
+        max_length=35,
+        description="the asker's language as a BCP 47 tag; unset: detected from the question",
+    )
+
+    @field_validator("language")
+    @classmethod
+    def _supported(cls, value: str | None) -> str | None:
+        return None if value is None else language_option(value)
 
     def question_and_history(self) -> tuple[str, list[tuple[str, str]]]:
         """The last user message, and the user and assistant turns before it."""
@@ -197,7 +209,7 @@ async def chat_completions(
         return openai_error_response(400, problem, "bad_input", "messages")
     request_id = uuid.uuid4().hex
     completion_id = f"chatcmpl-{request_id}"
-    options = RequestOptions(history=tuple(history), live_citations=True)
+    options = RequestOptions(history=tuple(history), live_citations=True, language=body.language)
     if not body.stream:
         events = pipeline.events(question, options, request_id=request_id)
         collected = await events_unless_client_leaves(request.receive, events)
@@ -222,6 +234,7 @@ def _completion_fields(done: DoneEvent, content: str) -> dict[str, Any]:
         "references": _references_json(references),
         "citations": [reference_link(reference) for reference in references],
         "evidence": evidence_json(done.data, content),
+        "language": done.data.language,
     }
 
 
@@ -232,7 +245,9 @@ def _completion(server: ServerSettings, events: list[Event], completion_id: str)
     if failure is not None:
         status = http_status_for(failure.data.code)
         return openai_error_response(status, failure.data.message, failure.data.code)
-    tail = sources_markdown(done.data.references) if server.openai_sources else ""
+    tail = (
+        sources_markdown(done.data.references, done.data.language) if server.openai_sources else ""
+    )
     content = done.data.text + tail
     message = {
         "role": "assistant",
@@ -303,7 +318,7 @@ async def _stream(
                 # A refusal, nothing found, or a model that did not stream: the whole text.
                 text = "" if streamed else event.data.text
                 if server.openai_sources:
-                    text += sources_markdown(event.data.references)
+                    text += sources_markdown(event.data.references, event.data.language)
                 if text:
                     sent.append(text)
                     yield chunk({"content": text})

@@ -13,9 +13,19 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
 
-from pipelines.core.options import RequestOptions
+from pipelines.core.errors import InputError
+from pipelines.core.options import RequestOptions, checked_language
+from pipelines.language import SUPPORTED_LANGUAGES
 
-__all__ = ["MAX_TURNS", "MAX_TURN_CHARS", "AnswerRequest", "Limits", "Turn", "answer_request_model"]
+__all__ = [
+    "MAX_TURNS",
+    "MAX_TURN_CHARS",
+    "AnswerRequest",
+    "Limits",
+    "Turn",
+    "answer_request_model",
+    "language_option",
+]
 
 # The history one request may carry: the native body refuses more turns or longer ones; the
 # chat protocols, whose clients send the whole conversation, keep the last MAX_TURNS.
@@ -48,6 +58,19 @@ class AnswerRequest(BaseModel):
         description="tokens carry their final markers, and a reference event precedes the "
         "token that first cites each source",
     )
+    language: str | None = Field(
+        default=None,
+        max_length=35,
+        description="the asker's language as a BCP 47 tag (es, pt-BR, zh-Hans), which the "
+        f"answer and its fixed texts are in: one of {', '.join(SUPPORTED_LANGUAGES)}; "
+        "unset: detected from the question",
+        examples=["es"],
+    )
+
+    @field_validator("language")
+    @classmethod
+    def _supported(cls, value: str | None) -> str | None:
+        return None if value is None else language_option(value)
 
     @field_validator("question", mode="before")
     @classmethod
@@ -62,7 +85,17 @@ class AnswerRequest(BaseModel):
             collections=None if self.collections is None else tuple(self.collections),
             cite_urls=self.cite_urls,
             live_citations=self.live_citations,
+            language=self.language,
         )
+
+
+def language_option(value: str) -> str:
+    """A body's ``language`` as the supported tag it names; a ValueError (a 422 in the
+    protocol's shape) names the value and the languages there are."""
+    try:
+        return checked_language(value)
+    except InputError as error:
+        raise ValueError(str(error)) from None
 
 
 def answer_request_model(names: Sequence[str]) -> type[AnswerRequest]:

@@ -13,10 +13,16 @@ from __future__ import annotations
 
 import re
 
+from pipelines.language import SUPPORTED_LANGUAGES, fixed_text
+
 __all__ = ["without_our_sources"]
 
-# What sources_markdown puts before its list, and how each of its lines starts.
-_OUR_HEADING = "\n\nSources:\n"
+# What sources_markdown puts before its list, in each language, and how each line starts.
+_OUR_HEADINGS = tuple(
+    dict.fromkeys(
+        f"\n\n{fixed_text('sources_heading', language)}\n" for language in SUPPORTED_LANGUAGES
+    )
+)
 _OUR_ITEM_START = re.compile(r"\d+\. \[")
 _NO_SPACE = re.compile(r"\S*")
 
@@ -36,10 +42,11 @@ def _is_our_item(line: str) -> bool:
 
 def without_our_sources(text: str) -> str:
     """``text`` without the Sources list this server appended to it, when it ends with one:
-    the last ``Sources:`` heading followed only by ``N. [label](link)`` lines. (An earlier
-    heading cannot start our list: a list has no blank line, the heading does.)"""
-    heading = text.rfind(_OUR_HEADING)
+    the last ``Sources:`` heading (in any answer language) followed only by
+    ``N. [label](link)`` lines. (An earlier heading cannot start our list: a list has no
+    blank line, the heading does.)"""
+    heading, found = max((text.rfind(heading), heading) for heading in _OUR_HEADINGS)
     if heading < 0:
         return text
-    lines = text[heading + len(_OUR_HEADING) :].removesuffix("\n").split("\n")
+    lines = text[heading + len(found) :].removesuffix("\n").split("\n")
     return text[:heading] if all(_is_our_item(line) for line in lines) else text

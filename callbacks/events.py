@@ -215,6 +215,13 @@ class DoneData(_Model):
     )
     usage: Usage = Field(default_factory=Usage)
     timings: Timings
+    language: str = Field(
+        default="en",
+        pattern=r"^[a-z]{2,3}$",
+        description="the asker's language, a BCP 47 primary tag: the one the request named, "
+        "else the one detected in the question ('en' when unsure); the answer's fixed texts "
+        "are in it, and a generative model is asked to answer in it",
+    )
 
     @model_validator(mode="after")
     def _evidence_points_inside(self) -> Self:

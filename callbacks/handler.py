@@ -163,6 +163,7 @@ class AnswerEventHandler(BaseCallbackHandler):
         emit: Callable[[Event], None],
         cite_urls: bool = False,
         live_citations: bool = False,
+        language: str = "en",
         raise_error: bool = False,
         clock: Callable[[], float] = time.perf_counter,
         record: Callable[[str, dict[str, Any]], None] | None = None,
@@ -172,6 +173,7 @@ class AnswerEventHandler(BaseCallbackHandler):
         self.request_id = request_id
         self.cite_urls = cite_urls
         self.live_citations = live_citations
+        self.language = language
         self.raise_error = raise_error
         self.run_map: dict[UUID, _Run] = {}
         self.retrieval_run_id: UUID | None = None
@@ -617,6 +619,7 @@ class AnswerEventHandler(BaseCallbackHandler):
                 answer_tokens=count_tokens(final_text), prompt_tokens=self._answer.prompt_tokens
             ),
             timings=timings,
+            language=self.language,
         )
         return self._send(DoneEvent, data)
 
@@ -634,7 +637,11 @@ class AnswerEventHandler(BaseCallbackHandler):
                 raise
             # Finalizing is what broke: the stream still ends, with nothing it cannot vouch
             # for (no text, no references).
-            bare = DoneData(state="failed", timings=Timings(total_ms=self._elapsed_ms()))
+            bare = DoneData(
+                state="failed",
+                timings=Timings(total_ms=self._elapsed_ms()),
+                language=self.language,
+            )
             return self._send(DoneEvent, bare)
         finally:
             self._record = record

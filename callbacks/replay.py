@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 from collections.abc import Iterable, Iterator
 from typing import Any
 from uuid import UUID
@@ -138,6 +139,12 @@ def _replay_record(handler: AnswerEventHandler, hook: object, record: dict[str, 
         raise _UnknownHookError
 
 
+def _language(recorded: object) -> str:
+    if isinstance(recorded, str) and re.fullmatch("[a-z]{2,3}", recorded):
+        return recorded
+    return "en"
+
+
 def replay_events(contents: LogContents) -> list[Event]:
     """The events a fresh handler emits when fed the log's recorded callbacks."""
     events: list[Event] = []
@@ -149,6 +156,8 @@ def replay_events(contents: LogContents) -> list[Event]:
         emit=events.append,
         cite_urls=bool(options.get("cite_urls")),
         live_citations=bool(options.get("live_citations")),
+        # A log from before answers had a language was answered in English.
+        language=_language(options.get("language")),
         raise_error=True,
     )
     for index, record in enumerate(contents.callbacks):

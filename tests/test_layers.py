@@ -12,6 +12,7 @@ The code is grouped in subsystems, each a folder, and a subsystem imports only t
     pipelines.catalog        the collections' declarations, their loaders and downloads
     pipelines.citations      numbered sources, the finalizer, live numbering
     pipelines.core           errors, settings, redaction, identifiers, tags, tokens
+    pipelines.language       the asker's language: its detection and the fixed texts in it
 
 ``pipelines`` itself (its ``__init__``) is the package's front door: it re-exports names from
 below and nothing inside the project imports it. Every import counts, at module level or
@@ -31,6 +32,7 @@ from pipelines.pipeline import AnswerPipeline
 ROOT = Path(__file__).resolve().parents[1]
 # Lowest first: a subsystem may import only subsystems earlier in this list.
 ORDER = (
+    "pipelines.language",
     "pipelines.core",
     "pipelines.citations",
     "pipelines.catalog",

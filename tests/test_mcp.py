@@ -120,6 +120,7 @@ async def test_the_tools_and_the_collections_resource_are_listed(
             "history",
             "collections",
             "cite_urls",
+            "language",
         }
         assert "Reactome" in (ask.description or "")
         # Each argument is explained to the model that picks the tool.

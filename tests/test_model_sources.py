@@ -54,6 +54,14 @@ REMOVED = [
     (ANSWER + "\nSources\nhttps://x.example/a\n<https://x.example/b>\n\n", ANSWER),
     (ANSWER + "\n\nBibliography:\n* one\n+ two\n3) three", ANSWER),
     (ANSWER + "\n\nReferences:", ANSWER),  # a bare heading that ends the answer
+    # Its like in each language an answer may be asked in.
+    (ANSWER + "\n\n**Fuentes:**\n- [ABCA1](https://forged.example/a)", ANSWER),
+    (ANSWER + "\n\nReferências:\n1. https://forged.example/a", ANSWER),
+    (ANSWER + "\n\n## Quellen\n- [1] ABCA1", ANSWER),
+    (ANSWER + "\n\nRéférences :\n- <https://forged.example/a>", ANSWER),
+    (ANSWER + "\n\nFonti:\n1) [HDL](https://forged.example/b)", ANSWER),
+    (ANSWER + "\n\n参考文献\N{FULLWIDTH COLON}\n1. https://forged.example/a", ANSWER),
+    (ANSWER + "\n\n### 出典\n- [ABCA1](https://forged.example/a)", ANSWER),
 ]  # fmt: skip
 KEPT = [
     ANSWER,
@@ -69,6 +77,9 @@ KEPT = [
     "Cholesterol comes from two places.\n\n## Sources\n- Dietary intake [1]\n"
     "- De novo synthesis in the liver [2]\n",
     "Two sources:\n\nSources:\n1. The diet [1]\n2. The liver [2]",
+    # A heading word that begins a sentence in another language is prose.
+    "Fuentes de colesterol: la dieta [1].\n- y el hígado [2].",
+    "来源于肝脏的胆固醇 [1]。\n- 饮食 [2]",
 ]
 
 

@@ -32,15 +32,16 @@ from langchain_core.messages import BaseMessage
 from pydantic import ConfigDict, PrivateAttr
 
 from pipelines.answering.passages import PassageSentences, SentenceBank
-from pipelines.answering.prompts import read_answer_prompt
+from pipelines.answering.prompts import prompt_language, read_answer_prompt
 from pipelines.answering.sentences import split_sentences
 from pipelines.catalog.catalog import Catalog, catalog_for
 from pipelines.core.composed_chat import ComposedChatModel
+from pipelines.language import DEFAULT_LANGUAGE, fixed_text
 from pipelines.retrieval.expander import STOPWORDS, rule_expansion
 
 __all__ = ["NOTHING_RELEVANT", "ExtractiveChatModel", "split_sentences"]
 
-NOTHING_RELEVANT = "The retrieved material does not answer this question."
+NOTHING_RELEVANT = fixed_text("nothing_relevant", DEFAULT_LANGUAGE)
 
 _WORD_RE = re.compile(r"[a-z0-9]+")
 
@@ -149,6 +150,16 @@ class ExtractiveChatModel(ComposedChatModel):
         ]
 
     def reply(self, messages: list[BaseMessage]) -> str:
+        """The quoted sentences; for a question asked in another language, opened by one
+        sentence in that language saying the sources are quoted in English (the sentences
+        cannot be translated here, and an English answer to a Spanish question must not
+        pass for a failure)."""
+        language = prompt_language(messages)
+        quoted = self._quote(messages, language)
+        opening = fixed_text("quoted_in_english", language)
+        return f"{opening} {quoted}" if opening else quoted
+
+    def _quote(self, messages: list[BaseMessage], language: str) -> str:
         question, blocks, history = read_answer_prompt(messages)
         # A follow-up ("what does it do?") is scored as its standalone form (the catalog
         # only routes, which this does not use: any will do, and loading one takes a ms).
@@ -158,7 +169,7 @@ class ExtractiveChatModel(ComposedChatModel):
         sentences = [passage.texts for passage in passages]
         units = [unit for index, found in enumerate(passages) for unit in _units(index, found)]
         if not units:
-            return NOTHING_RELEVANT
+            return fixed_text("nothing_relevant", language)
         scores = [
             score - self.rank_nudge * unit.block
             for score, unit in zip(
@@ -186,7 +197,7 @@ class ExtractiveChatModel(ComposedChatModel):
             best.setdefault(unit.block, score)
             quoted |= keys
         if not chosen:
-            return NOTHING_RELEVANT
+            return fixed_text("nothing_relevant", language)
         # Told source by source, the one with the best unit first, each source's sentences
         # in their own order so that a sentence follows the one it leans on.
         parts = [

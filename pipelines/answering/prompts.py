@@ -14,8 +14,15 @@ from langchain_core.documents import Document
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
 from pipelines.citations.sources import Source
+from pipelines.language import DEFAULT_LANGUAGE
 
-__all__ = ["PromptBlock", "answer_messages", "read_answer_prompt"]
+__all__ = [
+    "LANGUAGE_NAMES",
+    "PromptBlock",
+    "answer_messages",
+    "prompt_language",
+    "read_answer_prompt",
+]
 
 ANSWER_SYSTEM = """\
 You answer questions about human biology and about using the Reactome website, using only the
@@ -25,9 +32,25 @@ material given inside <source> and <context> blocks.
 - <context> blocks have no number: use them, but do not cite them.
 - If the material does not answer the question, say so briefly instead of guessing.
 - Write plain prose, a few sentences; no reference list at the end.
-- Answer the <question> at the end; <turn> blocks are earlier turns of the conversation."""
+- Answer the <question> at the end; <turn> blocks are earlier turns of the conversation.
+- Write the answer in {language_name} (language code {language}), whatever the language of
+  the material. Keep Reactome names, gene symbols, identifiers (R-HSA-..., HGVS) and URLs
+  exactly as written in the material, and every [n] marker exactly as given."""
+
+# The languages' names as a model reads them best: in English, the prompt's own language.
+LANGUAGE_NAMES = {
+    "en": "English",
+    "es": "Spanish",
+    "pt": "Portuguese",
+    "fr": "French",
+    "de": "German",
+    "it": "Italian",
+    "zh": "Chinese (Simplified)",
+    "ja": "Japanese",
+}
 
 _BLOCK_RE = re.compile(r'<(source|context) (?:n="(\d+)" )?name="([^"]*)">\n(.*?)\n</\1>', re.DOTALL)
+_LANGUAGE_RE = re.compile(r'<question lang="([a-z]{2,3})">')
 _TURN_RE = re.compile(r'<turn role="([^"]*)">\n(.*?)\n</turn>', re.DOTALL)
 _TAG_RE = re.compile(r"</?(?:source|context|question|turn)\b", re.IGNORECASE)
 
@@ -54,7 +77,12 @@ def answer_messages(
     sources: Sequence[Source],
     context: Sequence[Document],
     history: Sequence[tuple[str, str]] = (),
+    language: str = DEFAULT_LANGUAGE,
 ) -> list[BaseMessage]:
+    """The system and human messages; ``language`` (a tag of
+    :data:`pipelines.language.SUPPORTED_LANGUAGES`) is the one the answer is asked in, a
+    variable of the system prompt and the question block's ``lang`` (never part of the
+    search query)."""
     blocks = [
         f'<source n="{s.n}" name="{_attribute(s.display_name)}">\n'
         f"{_clean(s.document.page_content)}\n</source>"
@@ -75,9 +103,13 @@ def answer_messages(
         f'<turn role="{_attribute(role)}">\n{_clean(said)}\n</turn>\n'
         for role, said in history[-6:]
     )
+    name = LANGUAGE_NAMES.get(language, language)
     return [
-        SystemMessage(content=ANSWER_SYSTEM),
-        HumanMessage(content=f"{body}\n\n{turns}<question>\n{_clean(question)}\n</question>"),
+        SystemMessage(content=ANSWER_SYSTEM.format(language_name=name, language=language)),
+        HumanMessage(
+            content=f'{body}\n\n{turns}<question lang="{language}">\n{_clean(question)}\n'
+            "</question>"
+        ),
     ]
 
 
@@ -86,7 +118,7 @@ def read_answer_prompt(
 ) -> tuple[str, list[PromptBlock], list[tuple[str, str]]]:
     """The question, the blocks and the earlier turns of a prompt from :func:`answer_messages`."""
     text = str(messages[-1].content) if messages else ""
-    body, marker, question = text.rpartition("<question>\n")
+    body, marker, question = _LANGUAGE_RE.sub("<question>", text).rpartition("<question>\n")
     if not marker:
         body, question = "", text
     question = question.removesuffix("</question>").strip()
@@ -96,3 +128,11 @@ def read_answer_prompt(
         if (kind == "source") == bool(n)
     ]
     return question, blocks, _TURN_RE.findall(body)
+
+
+def prompt_language(messages: Sequence[BaseMessage]) -> str:
+    """The language a prompt from :func:`answer_messages` asks the answer in ("en" for a
+    prompt without one)."""
+    text = str(messages[-1].content) if messages else ""
+    found = _LANGUAGE_RE.findall(text)
+    return found[-1] if found else DEFAULT_LANGUAGE

@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 
 from pipelines.core.errors import ConfigurationError, InputError
 from pipelines.core.redaction import one_line
+from pipelines.language import DEFAULT_LANGUAGE, fixed_text
 
 __all__ = [
     "COLLECTION_NAMES",
@@ -195,11 +196,15 @@ class Catalog:
         chosen += [d.name for d in self if d.name not in chosen and d.routing.added(question)]
         return chosen or list(self.names)
 
-    def nothing_found(self) -> str:
-        """What an answer says when no collection had anything relevant."""
+    def nothing_found(self, language: str = DEFAULT_LANGUAGE) -> str:
+        """What an answer says when no collection had anything relevant, in ``language``
+        (the collections keep the labels they are declared with)."""
         labels = [d.label for d in self]
-        named = labels[0] if len(labels) == 1 else f"{', '.join(labels[:-1])} or {labels[-1]}"
-        return f"I found nothing in {named} that answers this."
+        named = labels[-1]
+        if len(labels) > 1:
+            first = fixed_text("list_separator", language).join(labels[:-1])
+            named = fixed_text("list_or", language, first=first, last=labels[-1])
+        return fixed_text("nothing_found", language, collections=named)
 
 
 def bundled_dir() -> Path:

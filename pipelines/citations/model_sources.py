@@ -27,12 +27,25 @@ from pipelines.citations.finalize import cited_numbers
 __all__ = ["ModelSources", "without_model_sources"]
 
 
-# A heading the model may write over its own list: "Sources:", "## References", "**Sources**".
-_HEADING_WORDS = ("sources", "source", "references", "reference", "citations", "bibliography")
+# A heading the model may write over its own list: "Sources:", "## References", "**Sources**",
+# in each language an answer may be asked in ("Fuentes:", "## Quellen", "参考文献" and a
+# full-width colon).
+_HEADING_WORDS = frozenset(
+    (
+        *("sources", "source", "references", "reference", "citations", "bibliography"),
+        *("fuentes", "fuente", "referencias", "referencia", "bibliografía", "citas"),
+        *("fontes", "fonte", "referências", "referência", "bibliografia", "citações"),
+        *("références", "référence", "bibliographie"),
+        *("quellen", "quelle", "quellenangaben", "literatur", "literaturverzeichnis"),
+        *("referenzen", "fonti", "riferimenti", "citazioni"),
+        *("参考文献", "来源", "参考资料", "资料来源", "出处", "引用"),
+        *("出典", "参考資料", "情報源", "ソース"),
+    )
+)
 _MAX_INDENT = 3
 _MAX_HASHES = 6
 _MAX_GAP = 8  # spaces after the hashes, or marks after the word
-_TRAILING_MARKS = frozenset("*_: \t\r")
+_TRAILING_MARKS = frozenset("*_: \t\r\N{FULLWIDTH COLON}")
 # A heading is shorter than this, so only a line's first characters are ever looked at.
 _HEAD = 48
 # A line of a list: "1. ...", "2) ...", "- ...", "* ...", "[3] ...", "[3]: ...", a link alone
@@ -62,7 +75,7 @@ def _heading_state(line: str) -> str:
     while position < len(line) and position - marks < 2 and line[position] in "*_":
         position += 1
     word_start = position
-    while position < len(line) and line[position].isascii() and line[position].isalpha():
+    while position < len(line) and line[position].isalpha():
         position += 1
     word = line[word_start:position].lower()
     if position == len(line):

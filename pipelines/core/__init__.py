@@ -1,7 +1,8 @@
 """The basics every subsystem stands on: errors, settings, redaction, identifiers, the
 question normalizer, token counting, the run tags and the OpenAI-compatible key.
 
-Nothing here imports another subsystem.
+Nothing here imports another subsystem but `pipelines.language` (a request's language is
+checked where its options are).
 """
 
 from __future__ import annotations

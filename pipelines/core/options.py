@@ -13,8 +13,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from pipelines.core.errors import InputError
+from pipelines.language import SUPPORTED_LANGUAGES, normalize_language
 
-__all__ = ["History", "RequestOptions"]
+__all__ = ["History", "RequestOptions", "checked_language"]
 
 History = Sequence[tuple[str, str]]
 
@@ -26,13 +27,17 @@ class RequestOptions:
     ``history``: earlier turns, ``(role, text)`` pairs, oldest first. ``collections``: search
     only these (None: the router chooses). ``cite_urls``: number user-guide pages as sources
     (None: the setting decides). ``live_citations``: tokens carry their final markers
-    (docs/contract.md). ``versions`` is set by the pipeline, never by a caller: the collection
-    versions the request's log header names, which the search then reads."""
+    (docs/contract.md). ``language``: the asker's language as a BCP 47 tag ("es", "pt-BR":
+    the primary tag of a supported language is kept; None: detected from the question), the
+    answer's language and its fixed texts'. ``versions`` is set by the pipeline, never by a
+    caller: the collection versions the request's log header names, which the search then
+    reads."""
 
     history: tuple[tuple[str, str], ...] = ()
     collections: tuple[str, ...] | None = None
     cite_urls: bool | None = None
     live_citations: bool = False
+    language: str | None = None
     versions: Mapping[str, str] | None = None
 
     def __post_init__(self) -> None:
@@ -40,6 +45,8 @@ class RequestOptions:
         object.__setattr__(self, "history", tuple(_turn(turn) for turn in self.history))
         if self.collections is not None:
             object.__setattr__(self, "collections", tuple(self.collections) or None)
+        if self.language is not None:
+            object.__setattr__(self, "language", checked_language(self.language))
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any]) -> RequestOptions:
@@ -57,6 +64,18 @@ class RequestOptions:
     def pinned_to(self, versions: Mapping[str, str] | None) -> RequestOptions:
         """These options, searching the given collection versions."""
         return dataclasses.replace(self, versions=versions)
+
+
+def checked_language(value: object) -> str:
+    """A request's ``language`` as the supported primary tag it names, or an
+    :class:`InputError` naming the value and the languages there are."""
+    tag = normalize_language(value) if isinstance(value, str) else None
+    if tag is None:
+        raise InputError(
+            f"language {str(value)[:40]!r} is not one we answer in",
+            fix=f"give one of {', '.join(SUPPORTED_LANGUAGES)}, or none to detect it",
+        )
+    return tag
 
 
 def _turn(turn: Any) -> tuple[str, str]:

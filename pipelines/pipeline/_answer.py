@@ -251,17 +251,20 @@ class AnswerPipeline:
         collections: Sequence[str] | None = None,
         cite_urls: bool | None = None,
         live_citations: bool = False,
+        language: str | None = None,
         request_id: str | None = None,
     ) -> AsyncGenerator[Event, None]:
         """Yield the request's events: ``start``, ``citation``..., ``token``..., ``done``.
 
         ``live_citations``: the tokens carry their final markers, and a ``reference`` event
-        comes right before the token that first cites each source (docs/contract.md)."""
+        comes right before the token that first cites each source (docs/contract.md).
+        ``language``: the asker's language (a BCP 47 tag; None: detected from the question)."""
         options = RequestOptions(
             history=tuple(history),
             collections=None if collections is None else tuple(collections),
             cite_urls=cite_urls,
             live_citations=live_citations,
+            language=language,
         )
         return self.events(question, options, request_id=request_id)
 
@@ -273,6 +276,7 @@ class AnswerPipeline:
         collections: Sequence[str] | None = None,
         cite_urls: bool | None = None,
         live_citations: bool = False,
+        language: str | None = None,
         request_id: str | None = None,
     ) -> dict[str, Any]:
         """The JSON result: the ``done`` event's data plus ``request_id``, and for a failed
@@ -283,6 +287,7 @@ class AnswerPipeline:
             collections=collections,
             cite_urls=cite_urls,
             live_citations=live_citations,
+            language=language,
             request_id=request_id,
         )
         return answer_result([event async for event in events])
@@ -295,6 +300,7 @@ class AnswerPipeline:
         collections: Sequence[str] | None = None,
         cite_urls: bool | None = None,
         live_citations: bool = False,
+        language: str | None = None,
         request_id: str | None = None,
     ) -> Iterator[Event]:
         """:meth:`astream` for synchronous callers (the work runs on the pipeline's own event
@@ -309,6 +315,7 @@ class AnswerPipeline:
                 collections=collections,
                 cite_urls=cite_urls,
                 live_citations=live_citations,
+                language=language,
                 request_id=request_id,
             ),
             last=lambda event: isinstance(event, DoneEvent),
@@ -331,6 +338,7 @@ class AnswerPipeline:
         collections: Sequence[str] | None = None,
         cite_urls: bool | None = None,
         live_citations: bool = False,
+        language: str | None = None,
         request_id: str | None = None,
     ) -> dict[str, Any]:
         """:meth:`ainvoke` for synchronous callers."""
@@ -340,6 +348,7 @@ class AnswerPipeline:
             collections=collections,
             cite_urls=cite_urls,
             live_citations=live_citations,
+            language=language,
             request_id=request_id,
         )
         return answer_result(list(events))

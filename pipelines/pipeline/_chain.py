@@ -25,6 +25,7 @@ from pipelines.core.errors import ModelError, ReactomeAnswersError
 from pipelines.core.options import RequestOptions
 from pipelines.core.redaction import one_line
 from pipelines.core.tags import ANSWER_TAG, RETRIEVAL_TAG
+from pipelines.language import detect_language
 
 __all__ = ["AnswerChain", "tagged_retriever"]
 
@@ -122,7 +123,14 @@ class AnswerChain(Runnable[dict[str, Any], str]):
         sources, context = number_sources(documents, cite_urls=cite)
         if not sources and not context:
             return None  # nothing found: no model call at all
-        return answer_messages(question, sources, context, list(options.history))
+        return answer_messages(
+            question,
+            sources,
+            context,
+            list(options.history),
+            # A LangChain caller of the chain itself gets the question's language too.
+            language=options.language or detect_language(question),
+        )
 
     # Streaming the model even under invoke is what makes on_llm_new_token fire. ``config``
     # carries this run's callbacks (LangChain passes it with them), so both runs are its

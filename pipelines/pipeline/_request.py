@@ -7,6 +7,7 @@ pipeline holds the parts (models, retriever, chain), this module what one questi
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import threading
 import uuid
@@ -26,6 +27,7 @@ from pipelines.core.normalize import normalize_question
 from pipelines.core.options import RequestOptions
 from pipelines.core.redaction import one_line, redact_secrets
 from pipelines.core.tags import EVIDENCE_FAILED, REFUSAL_EVENT
+from pipelines.language import detect_language
 from pipelines.retrieval.refusal_rules import ADVICE_REFUSAL, Refusal
 
 if TYPE_CHECKING:
@@ -77,7 +79,7 @@ async def _off_the_loop(work: Callable[[], _T]) -> _T:
 def refuse(handler: AnswerEventHandler, refusal: Refusal) -> None:
     # Why, as a custom event: the log records it and a replay emits nothing for it.
     handler.on_custom_event(REFUSAL_EVENT, refusal.log_data(), run_id=uuid.uuid4())
-    handler.finish("refused", text=refusal.text)
+    handler.finish("refused", text=refusal.text_in(handler.language))
 
 
 class AnswerRequest:
@@ -93,18 +95,24 @@ class AnswerRequest:
         self.pipeline = pipeline
         self.settings = pipeline.settings
         self.request_id = request_id or uuid.uuid4().hex
-        self.options = options
         self.cite = self.settings.cite_urls if options.cite_urls is None else options.cite_urls
         # Every rule and the search read the canonical form; what is echoed (the start event)
         # and logged is what was asked, with pasted credentials redacted.
         self.normalized = normalize_question(question)
         self.shown = redact_secrets(question)
         self.collections = list(options.collections or ["auto"])
+        # The language the asker named, else the question's own; the chain reads it from the
+        # options (the answer prompt's variable), the handler puts it in ``done``.
+        given = options.language
+        self.language = given or detect_language(self.normalized)
+        self.options = options = dataclasses.replace(options, language=self.language)
         self.start_options = {
             "llm": self.settings.llm,
             "cite_urls": self.cite,
             "live_citations": options.live_citations,
             "history_turns": len(options.history),
+            "language": self.language,
+            "language_from": "question" if given is None else "request",
         }
 
     def _handler(
@@ -118,6 +126,7 @@ class AnswerRequest:
             emit=emit,
             cite_urls=self.cite,
             live_citations=self.options.live_citations,
+            language=self.language,
             raise_error=self.pipeline.raise_handler_errors,
             record=record or (log.callback if log is not None else None),
         )
@@ -204,7 +213,9 @@ class AnswerRequest:
             handler.fail(ErrorCode.INTERNAL, one_line(error))
             return
         if not handler.retrieval_ended or (not handler.sources and not handler.context):
-            handler.finish("nothing_found", text=catalog_for(self.settings).nothing_found())
+            handler.finish(
+                "nothing_found", text=catalog_for(self.settings).nothing_found(self.language)
+            )
         else:
             # A model that did not stream left no tokens: its reply is the answer. Judged
             # outside the answer's time limit: a slow judge costs the evidence, not the answer.

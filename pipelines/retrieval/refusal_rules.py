@@ -13,18 +13,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pipelines.core.redaction import redact_secrets
+from pipelines.language import DEFAULT_LANGUAGE, fixed_text
 
 __all__ = ["ADVICE_REFUSAL", "Refusal", "question_too_long", "rule_refusal"]
 
-_EMPTY = "The question is empty; ask about a pathway, a gene, a disease or the website."
-_NOT_TEXT = (
-    "The question contains control characters, so it does not look like text; "
-    "ask in words about a pathway, a gene, a disease or the website."
-)
-ADVICE_REFUSAL = (
-    "Reactome describes biological pathways; it cannot advise on your own treatment, doses or "
-    "symptoms. Please ask a doctor or pharmacist. You can ask how a drug or disease works."
-)
+# The English texts; every language's are in pipelines/language/texts.
+_EMPTY = fixed_text("empty_question", DEFAULT_LANGUAGE)
+_NOT_TEXT = fixed_text("not_text", DEFAULT_LANGUAGE)
+ADVICE_REFUSAL = fixed_text("advice_refusal", DEFAULT_LANGUAGE)
 _WHITESPACE = "\t\n\r"
 # A decision about one's own care: first person deciding to take, stop or change something
 # medical ("Should I stop taking my statins?", "Can I take ibuprofen with...?"), asking how
@@ -109,9 +105,25 @@ class Refusal:
     text: str
     reason: str
     detail: dict[str, Any] = field(default_factory=dict)
+    key: str = "advice_refusal"  # its text in pipelines/language/texts
+    fields: dict[str, int] = field(default_factory=dict)
 
     def log_data(self) -> dict[str, Any]:
         return {"reason": self.reason, "detail": self.detail}
+
+    def text_in(self, language: str) -> str:
+        """The message in ``language`` (English where it has no translation)."""
+        if language == DEFAULT_LANGUAGE:
+            return self.text
+        return fixed_text(self.key, language, **_written(self.fields, language))
+
+
+def _written(numbers: dict[str, int], language: str) -> dict[str, str]:
+    # Thousands as the language groups them: "1,234" in English, "1.234" in German.
+    separator = {"de": ".", "es": ".", "it": ".", "pt": ".", "fr": "\N{NARROW NO-BREAK SPACE}"}.get(
+        language, ","
+    )
+    return {name: f"{value:,}".replace(",", separator) for name, value in numbers.items()}
 
 
 def question_too_long(question: str, max_chars: int) -> str | None:
@@ -120,9 +132,8 @@ def question_too_long(question: str, max_chars: int) -> str | None:
     the pipeline, answer their error with it."""
     if len(question) <= max_chars:
         return None
-    return (
-        f"The question is {len(question):,} characters; the limit is {max_chars:,}. "
-        "Ask something shorter."
+    return fixed_text(
+        "too_long", DEFAULT_LANGUAGE, chars=f"{len(question):,}", max_chars=f"{max_chars:,}"
     )
 
 
@@ -130,12 +141,15 @@ def rule_refusal(question: str, max_chars: int) -> Refusal | None:
     """Why ``question`` is refused by a rule (its text, and the rule for the event log), or
     None when the rules let it through."""
     if not question.strip():
-        return Refusal(_EMPTY, "rule", {"rule": "empty"})
+        return Refusal(_EMPTY, "rule", {"rule": "empty"}, key="empty_question")
     too_long = question_too_long(question, max_chars)
     if too_long is not None:
-        return Refusal(too_long, "rule", {"rule": "too_long", "chars": len(question)})
+        sizes = {"chars": len(question), "max_chars": max_chars}
+        return Refusal(
+            too_long, "rule", {"rule": "too_long", "chars": len(question)}, "too_long", sizes
+        )
     if _has_control_characters(question):
-        return Refusal(_NOT_TEXT, "rule", {"rule": "control_characters"})
+        return Refusal(_NOT_TEXT, "rule", {"rule": "control_characters"}, key="not_text")
     matched = _decision(question)
     if matched is not None:
         return Refusal(

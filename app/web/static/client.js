@@ -49,6 +49,16 @@ function reset() {
   page.feedback.replaceChildren();
   page.answer.dataset.state = "streaming";
   page.answer.setAttribute("aria-busy", "true");
+  page.answer.removeAttribute("lang");
+  page.asked.removeAttribute("lang");
+}
+
+// The asker's language as the server read it (the start event's options), then as the answer
+// is in (done): screen readers and fonts follow the element's lang.
+function setLanguage(language) {
+  if (typeof language !== "string" || !language) return;
+  page.asked.lang = language;
+  page.answer.lang = language;
 }
 
 function settle(state, status) {
@@ -162,6 +172,8 @@ async function ask(question, citeUrls, keyOnce = null) {
     // A server without live citations ignores the field; start then says it is off.
     const body = { question, live_citations: true };
     if (citeUrls) body.cite_urls = true;
+    // None unless the reader chose one: the server detects the question's own.
+    if (page.language.value) body.language = page.language.value;
     if (conversation.length) body.history = history(conversation, await limits);
     const headers = { "Content-Type": "application/json", Accept: "text/event-stream" };
     const key = keyOnce || apiKey();
@@ -187,6 +199,7 @@ async function ask(question, citeUrls, keyOnce = null) {
       answer.apply(event);
       if (event.type === "start") {
         requestId = event.request_id;
+        setLanguage(event.data.options?.language);
       } else if (event.type === "citation") {
         draw();
         const count = answer.retrieved.length;
@@ -198,6 +211,7 @@ async function ask(question, citeUrls, keyOnce = null) {
       } else if (event.type === "done") {
         // Known before the answer settles, so its controls appear in the same moment.
         const offers = (await limits) || { feedback: true, logs: false };
+        setLanguage(event.data.language);
         finish(answer, draw);
         if (current === controller) {
           turnOnPage = true;
@@ -279,6 +293,7 @@ function start() {
   page.retrievedSection = document.getElementById("retrieved-section");
   page.retrievedSummary = document.getElementById("retrieved-summary");
   page.citeUrls = document.getElementById("cite-urls");
+  page.language = document.getElementById("language");
   page.keyForm = document.getElementById("key-form");
   page.apiKey = document.getElementById("api-key");
   page.keyForm.addEventListener("submit", (event) => {

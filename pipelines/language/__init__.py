@@ -1,0 +1,27 @@
+"""The language a question is asked in, and the fixed texts a user reads in it.
+
+- :func:`detect_language`: the language of a question, offline, as a BCP 47 primary tag in
+  :data:`SUPPORTED_LANGUAGES`, "en" when unsure (``_detector``, ``_letters``).
+- :func:`normalize_language`: a request's ``language`` value ("es-MX", "pt-BR", "zh-Hans") as
+  a supported primary tag, or None for the caller to refuse, naming the supported ones
+  (``_tags``).
+- :func:`fixed_text`: a refusal, "nothing found" or heading in a language, from
+  ``texts/<tag>.yaml``, English standing in for what is not translated (``_texts``).
+
+Decision 0035 records the detectors measured and why this one.
+"""
+
+from pipelines.language._detector import MIN_CONFIDENCE, detect_language
+from pipelines.language._letters import MIN_LETTERS
+from pipelines.language._tags import DEFAULT_LANGUAGE, SUPPORTED_LANGUAGES, normalize_language
+from pipelines.language._texts import fixed_text
+
+__all__ = [
+    "DEFAULT_LANGUAGE",
+    "MIN_CONFIDENCE",
+    "MIN_LETTERS",
+    "SUPPORTED_LANGUAGES",
+    "detect_language",
+    "fixed_text",
+    "normalize_language",
+]
