@@ -106,11 +106,13 @@ bench-quick: $(BIN)/.installed install-redis
 
 # Retrieval, routing, end-to-end and citation quality on the labeled questions over
 # ../shared/data (the first run ingests it: about 4 minutes); then the evidence judge on the
-# labeled (sentence, cited source) pairs of tests/benchmarks/evidence_pairs.yaml.
+# labeled (sentence, cited source) pairs of tests/benchmarks/evidence_pairs.yaml; then questions,
+# gate questions and evidence pairs in other languages, per language (eval_languages).
 eval: $(BIN)/.installed
 	$(BIN)/python tests/benchmarks/check_eval_questions.py
 	$(BIN)/python -m tests.benchmarks.eval_quality
 	$(BIN)/python -m tests.benchmarks.eval_evidence
+	$(BIN)/python -m tests.benchmarks.eval_languages
 
 # Ingestion throughput and peak memory on ../shared/data plus the reaction summaries.
 bench-ingest: $(BIN)/.installed

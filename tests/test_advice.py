@@ -17,8 +17,15 @@ from callbacks.log import read_log
 from pipelines.core.settings import load_settings
 from pipelines.core.tags import REFUSAL_EVENT
 from pipelines.pipeline import AnswerPipeline
-from pipelines.retrieval.advice import MARGIN, WEBSITE_THRESHOLD, AdviceGate, load_examples
+from pipelines.retrieval.advice import (
+    _CUES,
+    MARGIN,
+    WEBSITE_THRESHOLD,
+    AdviceGate,
+    load_examples,
+)
 from pipelines.retrieval.expander import parse_expansion
+from pipelines.retrieval.refusal_rules import rule_refusal
 from pipelines.retrieval.retriever import ReactomeRetriever
 from tests.benchmarks._common import ADVICE_QUESTIONS, load_questions
 from tests.support.fake_pipeline import ABCA1, FakeRetriever
@@ -309,3 +316,68 @@ def test_an_expander_that_does_not_say_so_lets_it_be_answered(
     done = check_stream(events)
     assert done.data.state == "answered"
     assert any(isinstance(e, CitationEvent) for e in events)
+
+
+def test_the_cues_of_other_languages_leave_every_english_question_as_it_was() -> None:
+    # The classifier learns each cue's weight on English examples; a word of another
+    # language's cue found in an English question (German "Kind" in "what kind of") would
+    # change the English features, hence every English score.
+    english = [
+        *(example.question for example in load_examples()),
+        *(question["question"] for question in load_questions(ADVICE_QUESTIONS)),
+        *(question["question"] for question in load_questions()),
+        *ADVICE,
+        *ANSWERED,
+        *PERSONAL_CARE,
+    ]
+    changed = [
+        (question, others.pattern[:30])
+        for question in english
+        for plain, others in _CUES
+        if others.search(question) and not plain.search(question)
+    ]
+    assert changed == []
+
+
+@pytest.mark.parametrize(
+    ("question", "cues"),
+    [
+        ("¿Puedo darle 200 mg de ibuprofen a mi hijo?", {0, 1, 2, 3}),
+        ("我应该每天服用20毫克的阿托伐他汀吗?", {0, 2, 3}),
+        ("Wie hemmt Metformin den Signalweg in der Leber?", {4, 5}),
+        ("Comment exporter le diagramme depuis la page ?", {4, 6}),
+    ],
+)
+def test_a_question_in_another_language_shows_the_cues_its_english_form_would(
+    question: str, cues: set[int]
+) -> None:
+    fired = {
+        index
+        for index, (plain, others) in enumerate(_CUES)
+        if plain.search(question) or others.search(question)
+    }
+    assert fired == cues
+
+
+# (an own-dose question, a how-many question about a mechanism) in each other language.
+_Q = "\N{FULLWIDTH QUESTION MARK}"
+DOSES_IN_OTHER_LANGUAGES = [
+    ("¿Cuántos mg de ibuprofen debo tomar al día?",
+     "¿Cuántas enzimas participan en la glucólisis?"),
+    ("Quantos mg de dipirona devo tomar?", "Quantos genes codificam o receptor de insulina?"),
+    ("Combien de paracétamol dois-je prendre ?", "Combien d'ATP la glycolyse produit-elle ?"),
+    ("Wie viel Ibuprofen soll ich nehmen?", "Wie viel ATP verbraucht die Glykolyse?"),
+    ("Quanto paracetamolo devo prendere?", "Quanti geni codificano il recettore?"),
+    ("我应该每天服用多少毫克的阿托伐他汀" + _Q, "糖酵解产生多少ATP" + _Q),
+    ("アトルバスタチンは何ミリ飲めばいいですか" + _Q, "解糖系はどのくらいのATPを作りますか" + _Q),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("own_dose", "mechanism"), DOSES_IN_OTHER_LANGUAGES)
+def test_a_dose_for_the_asker_is_refused_by_rule_in_every_language(
+    own_dose: str, mechanism: str
+) -> None:
+    refused = rule_refusal(own_dose, 2000)
+    assert refused is not None
+    assert refused.detail["rule"] == "personal_care"
+    assert rule_refusal(mechanism, 2000) is None

@@ -40,6 +40,7 @@ SPANISH = "¿Qué causa la enfermedad de Tangier y qué hace ABCA1?"
 GERMAN = "Was verursacht die Tangier-Krankheit, und was macht ABCA1?"
 ADVICE = "Should I stop taking my statins if my HDL is low?"
 OFF_TOPIC = "What is the capital of Peru?"
+CHINESE_OWN_DOSE = "我应该每天服用多少毫克的阿托伐他汀\N{FULLWIDTH QUESTION MARK}"
 
 
 @pytest.fixture(scope="module")
@@ -185,6 +186,11 @@ def test_refusals_and_nothing_found_are_written_in_the_askers_language(served: S
     assert refused["state"] == "refused"
     assert refused["language"] == "fr"
     assert refused["text"] == fixed_text("advice_refusal", "fr")
+    # Detected, and refused in the language it was asked in.
+    dose = _answer(served.base, question=CHINESE_OWN_DOSE)
+    assert dose["state"] == "refused"
+    assert dose["language"] == "zh"
+    assert dose["text"] == fixed_text("advice_refusal", "zh")
     nothing = _answer(served.base, question=OFF_TOPIC, language="ja")
     assert nothing["state"] == "nothing_found"
     assert nothing["text"] == catalog_for().nothing_found("ja")

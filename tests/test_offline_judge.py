@@ -140,3 +140,37 @@ def test_a_passage_without_sentences_backs_nothing(minilm: Embeddings) -> None:
 def test_a_sentence_without_words_is_not_backed(minilm: Embeddings, sentence: str) -> None:
     (verdict,) = _judge(minilm, [(sentence, UGT1A1)])
     assert not verdict.supported
+
+
+# The copied sentence in Spanish and Chinese, as a generative model answering in the asker's
+# language writes it; and one that names no symbol at all.
+SPANISH = (
+    "Los defectos en UGT1A1 causan el síndrome de Crigler-Najjar de tipo 1, en el que la "
+    "bilirrubina no conjugada se acumula en la sangre desde el nacimiento."
+)
+CHINESE = (
+    "UGT1A1缺陷会导致1型Crigler-Najjar综合征\N{FULLWIDTH COMMA}未结合胆红素从出生起就在血液中蓄积。"
+)
+NAMELESS = "Esta enfermedad hereditaria se manifiesta desde el nacimiento con ictericia."
+
+
+def test_a_sentence_in_another_language_is_judged_on_its_symbols(minilm: Embeddings) -> None:
+    spanish_own, spanish_other, chinese_own, chinese_other = _judge(
+        minilm, [(SPANISH, UGT1A1), (SPANISH, UGT1A4), (CHINESE, UGT1A1), (CHINESE, UGT1A4)]
+    )
+    assert spanish_own.supported
+    assert chinese_own.supported
+    # Cited for the other gene's passage, which never names UGT1A1: a mis-citation.
+    assert not spanish_other.supported
+    assert not chinese_other.supported
+    # The quote is the passage sentence naming the symbol.
+    start, end = spanish_own.quote_span
+    assert "UGT1A1" in UGT1A1[start:end]
+
+
+def test_a_sentence_in_another_language_naming_no_symbol_is_not_flagged(
+    minilm: Embeddings,
+) -> None:
+    # Its words cannot be compared with the English passage's: no verdict against it.
+    (verdict,) = _judge(minilm, [(NAMELESS, UGT1A4)])
+    assert verdict.supported

@@ -8,7 +8,10 @@
   reaches ``threshold``. Names of genes, proteins and diseases are the rare words, so a
   sentence taken from one source and cited with another on the same topic loses on them;
   and a sentence naming a symbol (UGT1A4, K650E, EPA) the cited passage never names is
-  held unsupported however close the rest of it is.
+  held unsupported however close the rest of it is. A sentence in another language than
+  English (a generative model answering in the asker's language) shares no words with the
+  English passage and its embedding is English-only: it is judged on its symbols alone, and
+  one that names none is not flagged (docs/decisions/0036).
 - :class:`ModelJudge` asks an OpenAI-compatible chat model whether the passage supports the
   sentence; the quote and score still come from the offline judge, so the two agree on
   what is shown. A model that fails or answers neither yes nor no leaves the offline
@@ -32,6 +35,7 @@ from langchain_core.messages import HumanMessage, SystemMessage
 from pipelines.answering.evidence import Claim, Verdict
 from pipelines.answering.passages import PassageSentences, SentenceBank, embed
 from pipelines.answering.sentences import clean_sentence
+from pipelines.language import DEFAULT_LANGUAGE, detect_language
 from pipelines.retrieval.expander import STOPWORDS
 
 __all__ = ["EvidenceJudge", "ModelJudge", "OfflineJudge", "judge_key"]
@@ -159,6 +163,11 @@ class OfflineJudge:
                 continue
             sentence = cleaned[claim.sentence]
             words, names = _terms(sentence)
+            if detect_language(sentence) != DEFAULT_LANGUAGE:
+                verdicts[judge_key(claim)] = _across_languages(
+                    names, passage, [_terms(text)[1] for text in passage.texts]
+                )
+                continue
             weights = {w: math.log(1 + (total + 1) / (1 + frequency[w])) for w in words}
             weight_sum = sum(weights.values()) or 1.0
             scores = np.array(
@@ -180,6 +189,22 @@ class OfflineJudge:
                 passage.spans[best], score, score >= self.threshold
             )
         return verdicts
+
+
+def _across_languages(
+    names: frozenset[str], passage: PassageSentences, held: Sequence[frozenset[str]]
+) -> Verdict:
+    """The verdict on a sentence in another language than its English passage: its symbols
+    (genes, variants, compounds, numbers) are the words the two languages share. The quote is
+    the passage sentence holding most of them; the claim is supported when the passage names
+    every one, and, naming none, it is not flagged: nothing here can tell its words apart."""
+    if not names:
+        return Verdict(passage.spans[0], 1.0, True)
+    found = [len(names & sentence) for sentence in held]
+    best = int(np.argmax(found))
+    everywhere = frozenset[str]().union(*held)
+    score = round(len(names & everywhere) / len(names), 4)
+    return Verdict(passage.spans[best], score, names <= everywhere)
 
 
 _GRADER = (

@@ -79,32 +79,77 @@ _NEWTON_STEPS = 12
 _NEAREST = 3
 
 # Cues the embedding under-weights. Each is a yes/no feature; the classifier learns its sign.
-_CUES = tuple(
-    re.compile(pattern, re.IGNORECASE)
-    for pattern in (
-        # first person
+# Each cue is written for English and for every other language an answer may be asked in
+# (pipelines.language): the examples are English, so the cue's weight is learnt there, and a
+# question in Spanish or Japanese that says "my son" or "how many mg should I take" shows the
+# same feature. No English example or test question matches a word of the other languages
+# (tests/test_advice.py checks it), so English scores are what they were.
+_CUE_PATTERNS = (
+    # first person
+    (
         r"\b(?:i|i'm|im|i've|ive|i'd|me|my|mine|myself)\b",
-        # someone the asker cares for
+        r"\b(?:yo|mis?|conmigo|eu|meus?|minhas?|mim|comigo|je|j'|moi|mon|mes|ich|meine?[mnrs]?|"
+        r"mir|mich|io|mio|mia|miei)\b|我|私|僕|自分",
+    ),
+    # someone the asker cares for
+    (
         r"\b(?:son|daughter|child|kid|baby|babies|toddler|newborn|teenager|mum|mom|dad|father|"
         r"mother|wife|husband|partner|grandad|grandma|grandpa|granny|nan)\b"
         r"|\b\d+\s*(?:month|year|week)s?\s+old\b",
-        # a decision about oneself
+        r"\b(?:hij[oa]s?|beb[éê]s?|madre|padre|esposo|esposa|marido|abuel[oa]|filh[oa]s?|mãe|pai|"
+        r"avó|avô|fils|fille|bébé|mère|père|mari|sohn|tochter|mutter|vater|ehefrau|ehemann|"
+        r"oma|opa|figli[oa]|bambin[oa]|moglie|marito|nonn[oa])\b"
+        r"|儿子|女儿|孩子|宝宝|妈妈|爸爸|母亲|父亲|妻子|丈夫|老公|老婆|奶奶|爷爷|息子|娘|子供|子ども|赤ちゃん|祖母|祖父",
+    ),
+    # a decision about oneself
+    (
         r"\bshould\s+i\b|\b(?:is|it'?s|would|be)\s+(?:it\s+)?(?:ok|okay|safe|fine|bad|dangerous|"
         r"serious|normal|worth|sensible|a\s+good\s+idea|too\s+much|enough)\b"
         r"|\b(?:for|suit)\s+me\b|\b(?:safe|ok|okay)\s+to\b",
-        # a dose or a lab value
+        r"\b(?:debo|debería|deberia|puedo|devo|deveria|posso|dois-je|devrais|puis-je|peux-je|"
+        r"soll|sollte|darf|dovrei)\b|\b(?:es|é|est-ce|ist\s+es|è)\s+(?:seguro|peligroso|perigoso|"
+        r"dangereux|grave|gefährlich|sicher|schlimm|pericoloso|sicuro)\b"
+        r"|应该|该不该|要不要|可以吗|安全吗|危险吗|べき|大丈夫|いいですか|危険",
+    ),
+    # a dose or a lab value
+    (
         r"\b\d+(?:[.,]\d+)?\s*(?:mg|mcg|µg|g|iu|units?|%|puffs?|tablets?|pills?|kg|mmol)\b",
-        # an impersonal how/why/what question
+        r"\d\s*(?:毫克|微克|片|粒|ミリグラム|錠)|\b(?:comprimidos?|pastillas?|cápsulas?|"
+        r"comprimés?|gélules?|tabletten|kapseln|compresse|pastiglie)\b",
+    ),
+    # an impersonal how/why/what question
+    (
         r"^\s*(?:how|why|what|which|where|whats|what's)\b(?!.*\b(?:i|me|my)\b)",
-        # mechanism and website words
+        r"^\s*¿?\s*(?:cómo|por\s+qué|qué|cuál|cuáles|como|porque|por\s+que|o\s+que|quais?|"
+        r"comment|pourquoi|quel(?:le)?s?|qu'est-ce|wie|warum|wieso|welche[rs]?|perché|cosa|"
+        r"quale|quali)\b(?!.*\b(?:yo|mis?|eu|meus?|minhas?|je|mon|mes|ich|meine?[mnrs]?|mir|"
+        r"mich|io|mio|mia)\b)|^(?!.*[我私])(?=.*(?:为什么|如何|怎样|什么|哪些|なぜ|どのように|どうして|何が|どの))",
+    ),
+    # mechanism and website words
+    (
         r"\b(?:reactome|pathways?|browser|analysis|api|download|upload|identifiers?|diagrams?|"
         r"database|cypher|mechanism|inhibits?|receptors?|enzymes?|signall?ing|mutations?|"
         r"reactions?)\b",
-        # parts of a web page ("Can I stop the tour?" is not about a treatment)
+        r"\b(?:vías?|mecanismos?|receptores|enzimas?|señalización|mutación|mutaciones|"
+        r"reacción|reacciones|sinalização|mutação|mutações|reação|reações|voies?|mécanismes?|"
+        r"récepteurs?|signalisation|réactions?|signalweg\w*|stoffwechselweg\w*|mechanismus|"
+        r"rezeptor\w*|enzym\w*|reaktion\w*|datenbank|meccanismo|recettor\w*|segnalazione|"
+        r"mutazion\w*|reazion\w*)\b|通路|途径|机制|受体|酶|信号|突变|经路|経路|パスウェイ|機序|メカニズム|受容体|酵素|シグナル|変異",
+    ),
+    # parts of a web page ("Can I stop the tour?" is not about a treatment)
+    (
         r"\b(?:tour|walkthrough|tutorial|tips?|overlay|pages?|tab|panel|screen|screenshots?|"
         r"font|labels?|zoom|colou?rs?|contrast|cache|reload|login|account|button|menu|link|"
         r"export|token|viewer|app)\b",
-    )
+        r"\b(?:página|pestaña|pantalla|botón|enlace|exportar|cuenta|guía|aba|tela|botão|"
+        r"exportação|conta|onglet|écran|bouton|lien|exporter|compte|seite|reiter|bildschirm|"
+        r"schaltfläche|knopf|exportieren|konto|pagina|scheda|schermo|pulsante|collegamento|"
+        r"esportare|sito)\b|网页|页面|按钮|链接|导出|账号|网站|ページ|ボタン|リンク|エクスポート|アカウント|サイト|画面",
+    ),
+)
+_CUES = tuple(
+    (re.compile(english, re.IGNORECASE), re.compile(others, re.IGNORECASE))
+    for english, others in _CUE_PATTERNS
 )
 
 
@@ -152,7 +197,15 @@ def load_examples() -> list[AdviceExample]:
 
 
 def _cues(question: str) -> _Matrix:
-    return np.array([1.0 if cue.search(question) else 0.0 for cue in _CUES]) * _CUE_WEIGHT
+    return (
+        np.array(
+            [
+                1.0 if english.search(question) or others.search(question) else 0.0
+                for english, others in _CUES
+            ]
+        )
+        * _CUE_WEIGHT
+    )
 
 
 def _features(vectors: _Matrix, questions: Sequence[str]) -> _Matrix:

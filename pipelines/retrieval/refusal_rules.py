@@ -50,8 +50,27 @@ _SAME_SENTENCE = (
         re.compile(r"\bis\s+it\s+safe\s+for\s+me\b", re.IGNORECASE),
         re.compile(r"\b" + _CARE + r"\b", re.IGNORECASE),
     ),
-)
-_SENTENCE_END = re.compile(r"[.?!]")
+    # The first pair in each other language an answer may be asked in: how much, then a
+    # dose I am to take (or give).
+    (
+        re.compile(r"\b(?:cuánt[oa]s?|qué\s+dosis|quant[oa]s?|que\s+dose|combien|quelle\s+dose"
+                   r"|wie\s*viele?|welche\s+dosis|quant[ie]|che\s+dose)\b", re.IGNORECASE),
+        re.compile(r"\b(?:debo|debería|tengo\s+que|devo|deveria|tenho\s+que|dois-je|je\s+dois"
+                   r"|devrais-je|je\s+devrais|soll(?:te)?\s+ich|muss\s+ich|dovrei)\s+"
+                   r"(?:\w+\s+){0,3}?(?:tomar|usar|dar(?:le)?|prendre|donner|nehmen|einnehmen"
+                   r"|geben|prendere|dare|usare)\b|\b(?:soll(?:te)?|muss)\s+ich\b",
+                   re.IGNORECASE),
+    ),
+    (
+        re.compile(r"我(?:应该|应当|该|要)"),
+        re.compile(r"多少|几片|几粒|剂量"),
+    ),
+    (
+        re.compile(r"何ミリ|何mg|何錠|どのくらい|どれくらい|どれだけ", re.IGNORECASE),
+        re.compile(r"飲めば|飲むべき|飲んだら|服用すれば|服用すべき|飲んでも"),
+    ),
+)  # fmt: skip
+_SENTENCE_END = re.compile("[.?!\u3002\uff1f\uff01]")  # and the full-width ones of CJK text
 
 
 def _in_one_sentence(first: re.Pattern[str], then: re.Pattern[str], text: str) -> range | None:
