@@ -60,6 +60,7 @@ from pipelines.catalog.catalog import catalog_for
 from pipelines.core.errors import ReactomeAnswersError
 from pipelines.core.redaction import redact_also, warn_not_done
 from pipelines.core.settings import Settings, load_settings
+from pipelines.language import detect_language
 from pipelines.pipeline import AnswerPipeline
 
 __all__ = [
@@ -220,6 +221,8 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     shared: AnswerPipeline = app.state.pipeline
     with contextlib.suppress(ReactomeAnswersError):
         app.state.warm = (shared.models, shared.retriever)
+        # The language detector's model (about half a second to load), off the event loop.
+        await asyncio.to_thread(detect_language, "warm up")
         # An instance sharing a Chroma server builds the live versions' keyword indexes
         # and chunk tables before it serves, so its first answers rank like the rest.
         await asyncio.to_thread(shared.operator.collection_releases)

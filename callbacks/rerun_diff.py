@@ -74,6 +74,8 @@ def recorded_request(header: Mapping[str, Any], source: str = "the log") -> Reco
     options = options if isinstance(options, dict) else {}
     cite_urls = options.get("cite_urls")
     model = options.get("llm")
+    # A language the request named is named again; a detected one is detected again.
+    language = options.get("language") if options.get("language_from") == "request" else None
     return RecordedRequest(
         model=model if isinstance(model, str) and model else None,
         question=question,
@@ -83,6 +85,7 @@ def recorded_request(header: Mapping[str, Any], source: str = "the log") -> Reco
             collections=None if collections in ([], ["auto"]) else tuple(collections),
             cite_urls=cite_urls if isinstance(cite_urls, bool) else None,
             live_citations=options.get("live_citations") is True,
+            language=language if isinstance(language, str) and language.isalpha() else None,
         ),
     )
 

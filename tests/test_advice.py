@@ -18,10 +18,12 @@ from pipelines.core.settings import load_settings
 from pipelines.core.tags import REFUSAL_EVENT
 from pipelines.pipeline import AnswerPipeline
 from pipelines.retrieval.advice import (
+    _CUE_WEIGHT,
     _CUES,
     MARGIN,
     WEBSITE_THRESHOLD,
     AdviceGate,
+    _cues,
     load_examples,
 )
 from pipelines.retrieval.expander import parse_expansion
@@ -318,6 +320,15 @@ def test_an_expander_that_does_not_say_so_lets_it_be_answered(
     assert any(isinstance(e, CitationEvent) for e in events)
 
 
+# English questions whose symbols are words of another language's cues ("mi", "ich", "mir").
+SYMBOLS_LIKE_OTHER_LANGUAGES_WORDS = [
+    "Does warfarin cause ICH?",
+    "Is a silent MI serious?",
+    "Is an elevated miR-21 level a bad sign?",
+    "Is a high PAI-1 level bad?",
+]
+
+
 def test_the_cues_of_other_languages_leave_every_english_question_as_it_was() -> None:
     # The classifier learns each cue's weight on English examples; a word of another
     # language's cue found in an English question (German "Kind" in "what kind of") would
@@ -331,10 +342,10 @@ def test_the_cues_of_other_languages_leave_every_english_question_as_it_was() ->
         *PERSONAL_CARE,
     ]
     changed = [
-        (question, others.pattern[:30])
-        for question in english
-        for plain, others in _CUES
-        if others.search(question) and not plain.search(question)
+        question
+        for question in [*english, *SYMBOLS_LIKE_OTHER_LANGUAGES_WORDS]
+        if list(_cues(question))
+        != [float(bool(plain.search(question))) * _CUE_WEIGHT for plain, _ in _CUES]
     ]
     assert changed == []
 
@@ -370,6 +381,13 @@ DOSES_IN_OTHER_LANGUAGES = [
     ("Quanto paracetamolo devo prendere?", "Quanti geni codificano il recettore?"),
     ("我应该每天服用多少毫克的阿托伐他汀" + _Q, "糖酵解产生多少ATP" + _Q),
     ("アトルバスタチンは何ミリ飲めばいいですか" + _Q, "解糖系はどのくらいのATPを作りますか" + _Q),
+    # Wanting to know how many, clicking or giving input is no dose.
+    ("我应该每天吃多少片阿司匹林" + _Q, "我要了解胰岛素信号通路中有多少个反应。"),
+    ("Wie viel Ibuprofen soll ich am Tag nehmen?",
+     "Wie viele ATP entstehen bei der Glykolyse, und wie soll ich das Diagramm lesen?"),
+    ("¿Cuánto ibuprofen debo tomar?", "¿Cuántas veces debo dar clic en el botón Analyze?"),
+    ("Combien de comprimés dois-je prendre ?",
+     "Combien de voies dois-je donner en entrée à l'outil d'analyse ?"),
 ]  # fmt: skip
 
 

@@ -237,3 +237,14 @@ def test_an_antecedent_is_never_taken_from_another_paragraph(minilm: Embeddings)
     assert "Finally," not in text
     assert "spare the stomach" not in text
     assert "Aspirin acetylates a serine" in text
+
+
+def test_nothing_relevant_in_another_language_says_so_without_the_quoting_sentence(
+    minilm: Embeddings,
+) -> None:
+    from pipelines.language import fixed_text
+
+    reply = ExtractiveChatModel(embeddings=minilm).reply(
+        answer_messages("¿Qué hace ABCA1?", [], [], language="es")
+    )
+    assert reply == fixed_text("nothing_relevant", "es")

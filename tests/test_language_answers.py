@@ -206,6 +206,10 @@ def test_the_runnable_result_carries_the_language(sample_home: Path, minilm: Emb
     named = runnable.invoke({"question": ENGLISH, "language": "de"})
     assert named["language"] == "de"
     assert named["text"].startswith(fixed_text("quoted_in_english", "de"))
+    # A follow-up of symbols alone keeps the conversation's language.
+    history = [{"role": "user", "content": SPANISH}, {"role": "assistant", "content": "..."}]
+    assert runnable.invoke({"question": "¿Y TP53?", "history": history})["language"] == "es"
+    assert runnable.invoke({"question": "¿Y TP53?"})["language"] == "en"
     # Refused by its length before any search (the HTTP routes turn it away earlier).
     long = runnable.invoke({"question": "ABCA1 " * 2000, "language": "de"})
     assert long["state"] == "refused"

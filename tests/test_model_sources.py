@@ -62,6 +62,9 @@ REMOVED = [
     (ANSWER + "\n\nFonti:\n1) [HDL](https://forged.example/b)", ANSWER),
     (ANSWER + "\n\n参考文献\N{FULLWIDTH COLON}\n1. https://forged.example/a", ANSWER),
     (ANSWER + "\n\n### 出典\n- [ABCA1](https://forged.example/a)", ANSWER),
+    (ANSWER + "\n\n出典\N{FULLWIDTH COLON}\n\N{KATAKANA MIDDLE DOT}Reactome: https://f.example",
+     ANSWER),
+    (ANSWER + "\n\n参考文献\n1\N{FULLWIDTH FULL STOP}Reactome https://forged.example", ANSWER),
 ]  # fmt: skip
 KEPT = [
     ANSWER,

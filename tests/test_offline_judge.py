@@ -174,3 +174,11 @@ def test_a_sentence_in_another_language_naming_no_symbol_is_not_flagged(
     # Its words cannot be compared with the English passage's: no verdict against it.
     (verdict,) = _judge(minilm, [(NAMELESS, UGT1A4)])
     assert verdict.supported
+
+
+def test_a_translated_acronym_is_no_symbol_the_passage_lacks(minilm: Embeddings) -> None:
+    # "ARNm" is mRNA, "VIH" HIV: letters alone are translated; UGT1A1 is written alike.
+    (verdict,) = _judge(
+        minilm, [("El ARNm de UGT1A1 se traduce en el hígado, según el VIH-1.", UGT1A1)]
+    )
+    assert verdict.supported

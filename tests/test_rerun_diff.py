@@ -257,3 +257,13 @@ def test_an_answer_recorded_by_another_model_is_counted_and_named() -> None:
     assert summary_line(two).endswith(
         "3 recorded with another model than the current extractive: openai:a (1), openai:b (2)"
     )
+
+
+def test_a_language_the_request_named_is_named_again_and_a_detected_one_detected_again() -> None:
+    options = {"llm": "extractive", "language": "es", "language_from": "request"}
+    assert recorded_request(header(options=options)).options.language == "es"
+    detected = {**options, "language_from": "question"}
+    assert recorded_request(header(options=detected)).options.language is None
+    # An altered header's language is not passed on to be refused.
+    altered = {**options, "language": "es-../../x"}
+    assert recorded_request(header(options=altered)).options.language is None

@@ -155,11 +155,14 @@ class ExtractiveChatModel(ComposedChatModel):
         cannot be translated here, and an English answer to a Spanish question must not
         pass for a failure)."""
         language = prompt_language(messages)
-        quoted = self._quote(messages, language)
+        quoted = self._quote(messages)
+        if quoted is None:
+            return fixed_text("nothing_relevant", language)
         opening = fixed_text("quoted_in_english", language)
         return f"{opening} {quoted}" if opening else quoted
 
-    def _quote(self, messages: list[BaseMessage], language: str) -> str:
+    def _quote(self, messages: list[BaseMessage]) -> str | None:
+        """The best sentences with their markers, or None when none is relevant."""
         question, blocks, history = read_answer_prompt(messages)
         # A follow-up ("what does it do?") is scored as its standalone form (the catalog
         # only routes, which this does not use: any will do, and loading one takes a ms).
@@ -169,7 +172,7 @@ class ExtractiveChatModel(ComposedChatModel):
         sentences = [passage.texts for passage in passages]
         units = [unit for index, found in enumerate(passages) for unit in _units(index, found)]
         if not units:
-            return fixed_text("nothing_relevant", language)
+            return None
         scores = [
             score - self.rank_nudge * unit.block
             for score, unit in zip(
@@ -197,7 +200,7 @@ class ExtractiveChatModel(ComposedChatModel):
             best.setdefault(unit.block, score)
             quoted |= keys
         if not chosen:
-            return fixed_text("nothing_relevant", language)
+            return None
         # Told source by source, the one with the best unit first, each source's sentences
         # in their own order so that a sentence follows the one it leans on.
         parts = [

@@ -165,7 +165,7 @@ class OfflineJudge:
             words, names = _terms(sentence)
             if detect_language(sentence) != DEFAULT_LANGUAGE:
                 verdicts[judge_key(claim)] = _across_languages(
-                    names, passage, [_terms(text)[1] for text in passage.texts]
+                    _with_digits(names), passage, [_terms(text)[1] for text in passage.texts]
                 )
                 continue
             weights = {w: math.log(1 + (total + 1) / (1 + frequency[w])) for w in words}
@@ -191,11 +191,17 @@ class OfflineJudge:
         return verdicts
 
 
+def _with_digits(names: frozenset[str]) -> frozenset[str]:
+    # Symbols of letters alone are often translated (ARNm for mRNA, VIH for HIV, ADN for
+    # DNA); gene symbols, variants and numbers, which carry digits, are written alike.
+    return frozenset(name for name in names if any(c.isdigit() for c in name))
+
+
 def _across_languages(
     names: frozenset[str], passage: PassageSentences, held: Sequence[frozenset[str]]
 ) -> Verdict:
     """The verdict on a sentence in another language than its English passage: its symbols
-    (genes, variants, compounds, numbers) are the words the two languages share. The quote is
+    with digits (genes, variants, numbers) are the words the two languages share. The quote is
     the passage sentence holding most of them; the claim is supported when the passage names
     every one, and, naming none, it is not flagged: nothing here can tell its words apart."""
     if not names:

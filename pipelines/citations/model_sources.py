@@ -49,9 +49,12 @@ _TRAILING_MARKS = frozenset("*_: \t\r\N{FULLWIDTH COLON}")
 # A heading is shorter than this, so only a line's first characters are ever looked at.
 _HEAD = 48
 # A line of a list: "1. ...", "2) ...", "- ...", "* ...", "[3] ...", "[3]: ...", a link alone
-# ("[ABCA1](https://...)") or a bare address. Its marker is decided by the first few
-# characters after the indentation.
-_LIST_ITEM = re.compile(r"[ \t]*(?:[-*+\u2022][ \t]|\d{1,4}[.)]|\[|<?https?://)")
+# ("[ABCA1](https://...)") or a bare address; in Chinese and Japanese also a middle dot and a
+# number followed by a full-width full stop, comma or parenthesis. Its marker is decided by
+# the first few characters after the indentation.
+_LIST_ITEM = re.compile(
+    r"[ \t]*(?:[-*+\u2022][ \t]|\u30fb|\d{1,4}[.)\uff0e\u3001\uff09]|\[|<?https?://)"
+)
 _MARKER_CHARS = 9  # "<https://" is the longest a list marker needs
 
 

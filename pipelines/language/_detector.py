@@ -59,18 +59,21 @@ def _model() -> LanguageIdentifier:
     return _identifier
 
 
-def detect_language(text: str) -> str:
+def detect_language(text: str, unsure: str = DEFAULT_LANGUAGE) -> str:
     """The BCP 47 primary tag of the language ``text`` is written in, one of
     :data:`SUPPORTED_LANGUAGES`; "en" when unsure: fewer than :data:`MIN_LETTERS` letters
     once identifiers, gene symbols and URLs are set aside ("What does TP53 do?" has enough,
     "TP53 R-HSA-69488?" none), or a confidence below :data:`MIN_CONFIDENCE`.
 
     Japanese written wholly in kanji, with no kana ("遺伝子発現調節"), reads as Chinese: the
-    characters are shared. Safe to call from any thread."""
+    characters are shared. Safe to call from any thread.
+
+    ``unsure``: what to return instead of "en" when unsure (a follow-up of symbols alone,
+    "¿Y TP53?", keeps the conversation's language)."""
     words = without_identifiers(text[:_READ_CHARS])
     if letter_count(words) < MIN_LETTERS:
-        return DEFAULT_LANGUAGE
+        return unsure
     language, confidence = _model().classify(words)
     if confidence < MIN_CONFIDENCE:
-        return DEFAULT_LANGUAGE
+        return unsure
     return str(language)

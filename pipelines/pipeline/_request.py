@@ -27,7 +27,7 @@ from pipelines.core.normalize import normalize_question
 from pipelines.core.options import RequestOptions
 from pipelines.core.redaction import one_line, redact_secrets
 from pipelines.core.tags import EVIDENCE_FAILED, REFUSAL_EVENT
-from pipelines.language import detect_language
+from pipelines.language import DEFAULT_LANGUAGE, detect_language
 from pipelines.retrieval.refusal_rules import ADVICE_REFUSAL, Refusal
 
 if TYPE_CHECKING:
@@ -82,6 +82,13 @@ def refuse(handler: AnswerEventHandler, refusal: Refusal) -> None:
     handler.finish("refused", text=refusal.text_in(handler.language))
 
 
+def _conversation_language(options: RequestOptions) -> str:
+    """The language of the asker's last turn, for a question too short to tell ("¿Y TP53?");
+    English without one."""
+    asked = [text for role, text in options.history if role == "user"]
+    return detect_language(normalize_question(asked[-1])) if asked else DEFAULT_LANGUAGE
+
+
 class AnswerRequest:
     """One question through one pipeline; :meth:`events` runs it."""
 
@@ -104,7 +111,8 @@ class AnswerRequest:
         # The language the asker named, else the question's own; the chain reads it from the
         # options (the answer prompt's variable), the handler puts it in ``done``.
         given = options.language
-        self.language = given or detect_language(self.normalized)
+        unsure = _conversation_language(options)
+        self.language = given or detect_language(self.normalized, unsure)
         self.options = options = dataclasses.replace(options, language=self.language)
         self.start_options = {
             "llm": self.settings.llm,

@@ -1,7 +1,8 @@
 """The pipeline as a LangChain Runnable for LCEL chains and LangGraph nodes.
 
-Input ``{"question", "history"?, "collections"?, "cite_urls"?, "live_citations"?}``, output
-the JSON result (``done``'s data plus ``request_id``, and ``error`` for a failed answer). Each
+Input ``{"question", "history"?, "collections"?, "cite_urls"?, "live_citations"?,
+"language"?}``, output the JSON result (``done``'s data plus ``request_id``, and ``error``
+for a failed answer; ``language`` is the answer's, docs/contract.md). Each
 of the request's events is dispatched as a custom event named after its type, with the event
 as JSON for data, so ``astream_events(version="v2")`` over an application that contains this
 Runnable shows ``citation``, ``reference``, ``token`` and ``done`` in the stream's order.
@@ -35,7 +36,8 @@ def _arguments(inputs: Any) -> tuple[str, RequestOptions]:
     if not isinstance(inputs, dict) or not isinstance(inputs.get("question"), str):
         raise InputError(
             "the input has no question",
-            fix='give {"question": "...", "history"?: [...], "collections"?: [...]}',
+            fix='give {"question": "...", "history"?: [...], "collections"?: [...], '
+            '"language"?: "es"}',
         )
     options = {key: value for key, value in inputs.items() if key != "question"}
     return inputs["question"], RequestOptions.from_mapping(options)

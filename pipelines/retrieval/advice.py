@@ -40,6 +40,7 @@ import yaml
 from langchain_core.embeddings import Embeddings
 
 from pipelines.catalog.catalog import Catalog, catalog_for
+from pipelines.language import DEFAULT_LANGUAGE, detect_language
 
 __all__ = [
     "MARGIN",
@@ -82,8 +83,8 @@ _NEAREST = 3
 # Each cue is written for English and for every other language an answer may be asked in
 # (pipelines.language): the examples are English, so the cue's weight is learnt there, and a
 # question in Spanish or Japanese that says "my son" or "how many mg should I take" shows the
-# same feature. No English example or test question matches a word of the other languages
-# (tests/test_advice.py checks it), so English scores are what they were.
+# same feature. The other languages' words count only in a question detected as written in
+# one of them, so English scores are what they were (tests/test_advice.py).
 _CUE_PATTERNS = (
     # first person
     (
@@ -197,10 +198,13 @@ def load_examples() -> list[AdviceExample]:
 
 
 def _cues(question: str) -> _Matrix:
+    # The other languages' words only for a question in one of them: "MI", "miR-21", "ICH"
+    # and "PAI-1" are English questions' symbols, not "my" and "I".
+    foreign = detect_language(question) != DEFAULT_LANGUAGE
     return (
         np.array(
             [
-                1.0 if english.search(question) or others.search(question) else 0.0
+                1.0 if english.search(question) or (foreign and others.search(question)) else 0.0
                 for english, others in _CUES
             ]
         )

@@ -51,18 +51,17 @@ _SAME_SENTENCE = (
         re.compile(r"\b" + _CARE + r"\b", re.IGNORECASE),
     ),
     # The first pair in each other language an answer may be asked in: how much, then a
-    # dose I am to take (or give).
+    # dose I am to take ("give" stays out, as in English: "dar clic", "donner en entrée").
     (
         re.compile(r"\b(?:cuánt[oa]s?|qué\s+dosis|quant[oa]s?|que\s+dose|combien|quelle\s+dose"
                    r"|wie\s*viele?|welche\s+dosis|quant[ie]|che\s+dose)\b", re.IGNORECASE),
         re.compile(r"\b(?:debo|debería|tengo\s+que|devo|deveria|tenho\s+que|dois-je|je\s+dois"
                    r"|devrais-je|je\s+devrais|soll(?:te)?\s+ich|muss\s+ich|dovrei)\s+"
-                   r"(?:\w+\s+){0,3}?(?:tomar|usar|dar(?:le)?|prendre|donner|nehmen|einnehmen"
-                   r"|geben|prendere|dare|usare)\b|\b(?:soll(?:te)?|muss)\s+ich\b",
-                   re.IGNORECASE),
+                   r"(?:\w+\s+){0,3}?(?:tomar|usar|prendre|utiliser|nehmen|einnehmen|prendere"
+                   r"|usare)\b", re.IGNORECASE),
     ),
     (
-        re.compile(r"我(?:应该|应当|该|要)"),
+        re.compile(r"我(?:应该|应当|该|要)(?:每天|每日|一天)?(?:吃|服用|服|用)"),
         re.compile(r"多少|几片|几粒|剂量"),
     ),
     (
