@@ -21,7 +21,6 @@ from mcp_types import INVALID_PARAMS
 from openai import OpenAI
 
 from callbacks.events import DoneEvent, StartEvent
-from callbacks.log import list_log_files, read_log
 from callbacks.log_records import model_input
 from pipelines.catalog.catalog import catalog_for
 from pipelines.core.settings import load_settings
@@ -30,6 +29,7 @@ from pipelines.pipeline import AnswerPipeline
 from tests.support.browser import launched
 from tests.support.cli import cli
 from tests.support.fake_openai import FakeChat, fake_chat
+from tests.support.logs import answered_with_log
 from tests.support.servers import Served, serve_command
 from tests.support.sse import parse_sse
 
@@ -234,13 +234,9 @@ def test_a_generative_models_logged_input_names_the_language_and_keeps_the_marke
         embeddings=minilm,
         raise_handler_errors=True,
     )
-    events = list(pipeline.stream(SPANISH))
-    done = events[-1]
-    assert isinstance(done, DoneEvent)
-    assert done.data.state == "answered"
+    done, log = answered_with_log(pipeline, SPANISH, sample_home)
     assert done.data.language == "es"
-    path = next(p for p in list_log_files(sample_home / "logs") if done.request_id in p.name)
-    messages = model_input(read_log(path))
+    messages = model_input(log)
     assert messages is not None
     system, human = messages[0]["content"], messages[-1]["content"]
     assert "Write the answer in Spanish (language code es)" in system

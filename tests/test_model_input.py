@@ -24,6 +24,7 @@ from tests.support.cli import cli
 from tests.support.fake_openai import FakeChat, fake_chat
 from tests.support.fake_pipeline import ABCA1, CDK5, FakeRetriever, make_pipeline
 from tests.support.fakes import ScriptedStream
+from tests.support.logs import answered_with_log
 
 QUESTION = "What causes Tangier disease?"
 
@@ -50,14 +51,7 @@ def test_the_log_holds_the_messages_the_server_received(
         embeddings=minilm,
         raise_handler_errors=True,
     )
-    events = list(pipeline.stream(QUESTION))
-    done = events[-1]
-    assert isinstance(done, DoneEvent)
-    assert done.data.state == "answered"
-    log = read_log(
-        next(p for p in list_log_files(sample_home / "logs") if done.request_id in p.name)
-    )
-
+    done, log = answered_with_log(pipeline, QUESTION, sample_home)
     sent = _answer_request(chat_server)["messages"]
     assert model_input(log) == [{"role": m["role"], "content": m["content"]} for m in sent]
     # What the server streamed, word by word, with the markers the model wrote.

@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from callbacks.events import DoneEvent
 from callbacks.log import LogContents, list_log_files, read_log
 
-__all__ = ["logs_asking"]
+if TYPE_CHECKING:
+    from pipelines.pipeline import AnswerPipeline
+
+__all__ = ["answered_with_log", "logs_asking"]
 
 
 def logs_asking(home: Path, question: str) -> list[LogContents]:
@@ -21,3 +26,15 @@ def logs_asking(home: Path, question: str) -> list[LogContents]:
         if contents.header.get("question") == question:
             found.append(contents)
     return found
+
+
+def answered_with_log(
+    pipeline: AnswerPipeline, question: str, home: Path
+) -> tuple[DoneEvent, LogContents]:
+    """Ask ``question``; its ``done`` (which must be an answer) and the log it wrote in
+    ``home``."""
+    done = list(pipeline.stream(question))[-1]
+    assert isinstance(done, DoneEvent)
+    assert done.data.state == "answered", done.data
+    path = next(p for p in list_log_files(home / "logs") if done.request_id in p.name)
+    return done, read_log(path)
