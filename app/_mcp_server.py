@@ -54,9 +54,8 @@ from pipelines.core.errors import (
 )
 from pipelines.core.options import RequestOptions, checked_language
 from pipelines.core.redaction import one_line, redact_secrets
-from pipelines.language import SUPPORTED_LANGUAGES
+from pipelines.language import SUPPORTED_LANGUAGES, detect_language, fixed_text
 from pipelines.pipeline import AnswerPipeline
-from pipelines.retrieval.refusal_rules import ADVICE_REFUSAL
 
 __all__ = ["COLLECTIONS_URI", "mcp_server"]
 
@@ -338,8 +337,9 @@ async def _search(
         else:
             documents = await retriever.ainvoke(query, k=k, options=options)
     except PersonalAdviceError:  # a generative expander's own judgement
-        result = SearchResult(query=query, sources=[], refused=ADVICE_REFUSAL)
-        return _search_result(result, ADVICE_REFUSAL)
+        said = fixed_text("advice_refusal", detect_language(query))
+        result = SearchResult(query=query, sources=[], refused=said)
+        return _search_result(result, said)
     except Exception as error:  # the store, the model: one line, as ask_reactome says it
         ours = isinstance(error, ReactomeAnswersError)
         text = redact_secrets(str(error)) if ours else one_line(error)

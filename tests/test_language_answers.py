@@ -85,6 +85,16 @@ async def _mcp_answer(base: str, **arguments: Any) -> dict[str, Any]:
     return structured
 
 
+async def _mcp_search(base: str, **arguments: Any) -> dict[str, Any]:
+    async with (
+        httpx2.AsyncClient(timeout=httpx2.Timeout(30, read=300)) as http,
+        Client(streamable_http_client(f"{base}/mcp", http_client=http)) as client,
+    ):
+        result = await client.call_tool("search_reactome", arguments)
+    structured: dict[str, Any] = result.structured_content or {}
+    return structured
+
+
 async def _mcp_bad_arguments(base: str, **arguments: Any) -> MCPError:
     async with (
         httpx2.AsyncClient(timeout=httpx2.Timeout(30, read=300)) as http,
@@ -146,6 +156,9 @@ def test_every_surface_carries_the_language(served: Served) -> None:
     assert _ai_sdk_metadata(base, question=SPANISH, language="fr")["language"] == "fr"
 
     assert anyio_run(_mcp_answer, base, question=GERMAN)["language"] == "de"
+    # A search refused for the asker's own dose says so in the language it was asked in.
+    searched = anyio_run(_mcp_search, base, query=CHINESE_OWN_DOSE)
+    assert searched["refused"] == fixed_text("advice_refusal", "zh")
     assert anyio_run(_mcp_answer, base, question=ENGLISH, language="it")["language"] == "it"
 
 

@@ -29,6 +29,7 @@ from pipelines.core.settings import Settings, load_settings
 # search in another would otherwise import chromadb (and numpy) at the same time, and a
 # package imported from two threads at once can be seen half initialized.
 from pipelines.index import store  # noqa: F401
+from pipelines.language import detect_language
 from pipelines.pipeline._chain import AnswerChain
 from pipelines.pipeline._logs import RequestLogs
 from pipelines.pipeline._operator import PipelineOperator
@@ -224,13 +225,16 @@ class AnswerPipeline:
             return None
         return Refusal(ADVICE_REFUSAL, "similar_examples", verdict.detail())
 
-    def refusal(self, question: str) -> str | None:
+    def refusal(self, question: str, language: str | None = None) -> str | None:
         """Why ``question`` would be refused before any search, or None when it would be
         answered: what a request checks first (the rules, then the advice gate), without
-        running one. A generative expander may still refuse it during retrieval."""
+        running one. A generative expander may still refuse it during retrieval. The text is
+        in ``language``, else in the question's own."""
         normalized = normalize_question(question)
         found = self.check_question(normalized) or self.check_advice(normalized)
-        return None if found is None else found.text
+        if found is None:
+            return None
+        return found.text_in(language or detect_language(normalized))
 
     # --- asking -----------------------------------------------------------------------------
 
