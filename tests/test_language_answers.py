@@ -74,23 +74,14 @@ def _ai_sdk_metadata(base: str, **body: Any) -> dict[str, Any]:
     return metadata
 
 
-async def _mcp_answer(base: str, **arguments: Any) -> dict[str, Any]:
+async def _mcp_tool(base: str, tool: str, **arguments: Any) -> dict[str, Any]:
+    """The structured result of one call of ``tool`` over Streamable HTTP."""
     async with (
         httpx2.AsyncClient(timeout=httpx2.Timeout(30, read=300)) as http,
         Client(streamable_http_client(f"{base}/mcp", http_client=http)) as client,
     ):
-        result = await client.call_tool("ask_reactome", arguments)
+        result = await client.call_tool(tool, arguments)
     assert not result.is_error, result.content
-    structured: dict[str, Any] = result.structured_content or {}
-    return structured
-
-
-async def _mcp_search(base: str, **arguments: Any) -> dict[str, Any]:
-    async with (
-        httpx2.AsyncClient(timeout=httpx2.Timeout(30, read=300)) as http,
-        Client(streamable_http_client(f"{base}/mcp", http_client=http)) as client,
-    ):
-        result = await client.call_tool("search_reactome", arguments)
     structured: dict[str, Any] = result.structured_content or {}
     return structured
 
@@ -155,11 +146,12 @@ def test_every_surface_carries_the_language(served: Served) -> None:
     assert _ai_sdk_metadata(base, question=SPANISH)["language"] == "es"
     assert _ai_sdk_metadata(base, question=SPANISH, language="fr")["language"] == "fr"
 
-    assert anyio_run(_mcp_answer, base, question=GERMAN)["language"] == "de"
+    assert anyio_run(_mcp_tool, base, "ask_reactome", question=GERMAN)["language"] == "de"
     # A search refused for the asker's own dose says so in the language it was asked in.
-    searched = anyio_run(_mcp_search, base, query=CHINESE_OWN_DOSE)
+    searched = anyio_run(_mcp_tool, base, "search_reactome", query=CHINESE_OWN_DOSE)
     assert searched["refused"] == fixed_text("advice_refusal", "zh")
-    assert anyio_run(_mcp_answer, base, question=ENGLISH, language="it")["language"] == "it"
+    named_over_mcp = anyio_run(_mcp_tool, base, "ask_reactome", question=ENGLISH, language="it")
+    assert named_over_mcp["language"] == "it"
 
 
 def anyio_run(function: Any, *args: Any, **kwargs: Any) -> Any:
