@@ -40,14 +40,14 @@ from typing import Any
 import anyio
 from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError
 
 from app._access import AnswerRoute
 from app._chat_protocols import UnreadableBodyError, data_frame, read_json, split_conversation
 from app._deps import PipelineDep, SettingsDep
 from app._errors import error_response
 from app._links import reference_link
-from app._request_models import language_option
+from app._request_models import LanguageTag
 from callbacks.events import (
     DoneEvent,
     ErrorEvent,
@@ -94,12 +94,7 @@ class UIChatRequest(BaseModel):
     messages: list[_UIMessage] = Field(min_length=1, max_length=1000)
     # Strict, as a JSON boolean: "yes" or 1 is a mistake to report, not a true to guess.
     cite_urls: StrictBool | None = None
-    language: str | None = Field(default=None, max_length=35)
-
-    @field_validator("language")
-    @classmethod
-    def _supported(cls, value: str | None) -> str | None:
-        return None if value is None else language_option(value)
+    language: LanguageTag | None = None
 
 
 def _source(reference: Reference) -> dict[str, Any]:

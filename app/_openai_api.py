@@ -30,7 +30,7 @@ from typing import Any, Literal
 
 import anyio
 from fastapi import APIRouter, Request, Response
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from sse_starlette import EventSourceResponse
 
 from app._access import AnswerRoute
@@ -40,7 +40,7 @@ from app._disconnect import CLIENT_LEFT_STATUS, events_unless_client_leaves
 from app._errors import http_status_for, openai_error_body, openai_error_response
 from app._links import reference_link, sources_markdown
 from app._openai_annotations import evidence_json, url_citations
-from app._request_models import language_option
+from app._request_models import LanguageTag
 from app._server_settings import ServerSettings
 from app._sources_text import without_our_sources
 from callbacks.events import DoneEvent, ErrorEvent, Event, Reference, TokenEvent
@@ -91,16 +91,10 @@ class ChatRequest(BaseModel):
     stream: bool = False
     stream_options: _StreamOptions | None = None
     # Ours, beside OpenAI's fields (as extra_body from the openai client).
-    language: str | None = Field(
+    language: LanguageTag | None = Field(
         default=None,
-        max_length=35,
         description="the asker's language as a BCP 47 tag; unset: detected from the question",
     )
-
-    @field_validator("language")
-    @classmethod
-    def _supported(cls, value: str | None) -> str | None:
-        return None if value is None else language_option(value)
 
     def question_and_history(self) -> tuple[str, list[tuple[str, str]]]:
         """The last user message, and the user and assistant turns before it."""

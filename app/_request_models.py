@@ -9,9 +9,9 @@ question length the pipeline refuses beyond (``Settings.max_question_chars``).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, create_model, field_validator
 
 from pipelines.core.errors import InputError
 from pipelines.core.options import RequestOptions, checked_language
@@ -21,16 +21,29 @@ __all__ = [
     "MAX_TURNS",
     "MAX_TURN_CHARS",
     "AnswerRequest",
+    "LanguageTag",
     "Limits",
     "Turn",
     "answer_request_model",
-    "language_option",
 ]
 
 # The history one request may carry: the native body refuses more turns or longer ones; the
 # chat protocols, whose clients send the whole conversation, keep the last MAX_TURNS.
 MAX_TURNS = 50
 MAX_TURN_CHARS = 20_000
+
+
+def _language_option(value: str) -> str:
+    # A ValueError is a 422 (or a 400) in the protocol's shape, naming the value and the
+    # languages there are.
+    try:
+        return checked_language(value)
+    except InputError as error:
+        raise ValueError(str(error)) from None
+
+
+# A body's ``language``, as every protocol's body takes it: the supported tag it names.
+LanguageTag = Annotated[str, Field(max_length=35), AfterValidator(_language_option)]
 
 
 class Turn(BaseModel):
@@ -58,19 +71,13 @@ class AnswerRequest(BaseModel):
         description="tokens carry their final markers, and a reference event precedes the "
         "token that first cites each source",
     )
-    language: str | None = Field(
+    language: LanguageTag | None = Field(
         default=None,
-        max_length=35,
         description="the asker's language as a BCP 47 tag (es, pt-BR, zh-Hans), which the "
         f"answer and its fixed texts are in: one of {', '.join(SUPPORTED_LANGUAGES)}; "
         "unset: detected from the question",
         examples=["es"],
     )
-
-    @field_validator("language")
-    @classmethod
-    def _supported(cls, value: str | None) -> str | None:
-        return None if value is None else language_option(value)
 
     @field_validator("question", mode="before")
     @classmethod
@@ -87,15 +94,6 @@ class AnswerRequest(BaseModel):
             live_citations=self.live_citations,
             language=self.language,
         )
-
-
-def language_option(value: str) -> str:
-    """A body's ``language`` as the supported tag it names; a ValueError (a 422 in the
-    protocol's shape) names the value and the languages there are."""
-    try:
-        return checked_language(value)
-    except InputError as error:
-        raise ValueError(str(error)) from None
 
 
 def answer_request_model(names: Sequence[str]) -> type[AnswerRequest]:

@@ -111,8 +111,10 @@ class AnswerRequest:
         # The language the asker named, else the question's own; the chain reads it from the
         # options (the answer prompt's variable), the handler puts it in ``done``.
         given = options.language
-        unsure = _conversation_language(options)
-        self.language = given or detect_language(self.normalized, unsure)
+        # Only a question too short to tell reads the conversation's last turn ("" when unsure).
+        self.language = (
+            given or detect_language(self.normalized, "") or _conversation_language(options)
+        )
         self.options = options = dataclasses.replace(options, language=self.language)
         self.start_options = {
             "llm": self.settings.llm,
