@@ -2,7 +2,8 @@
 the chunk tables beside them (``chunk_table``) with each chunk's sentences
 (``chunk_sentences``, split by ``sentences``), the keyword index (``keyword_index``), a
 version's local indexes built from the store (``version_index``), the embedding models
-(``embeddings``) and ingestion from release files into all of these (``ingest``).
+(``embeddings``; ``multilingual`` for questions in other languages) and ingestion from
+release files into all of these (``ingest``).
 """
 
 from pipelines.index.chunk_table import ChunkRecord, ChunkTable, ChunkTableWriter
@@ -21,6 +22,7 @@ from pipelines.index.ingest import (
     sample_files,
 )
 from pipelines.index.keyword_index import KeywordIndex, keyword_tokens
+from pipelines.index.multilingual import E5_Q8_NAME, E5Embeddings
 from pipelines.index.store import (
     CollectionInfo,
     StoredVersion,
@@ -48,6 +50,7 @@ from pipelines.index.version_index import (
 )
 
 __all__ = [
+    "E5_Q8_NAME",
     "MINILM_NAME",
     "MINILM_Q8_NAME",
     "ChunkRecord",
@@ -56,6 +59,7 @@ __all__ = [
     "CollectionFiles",
     "CollectionInfo",
     "CollectionSummary",
+    "E5Embeddings",
     "KeywordIndex",
     "MiniLMEmbeddings",
     "StoredVersion",
