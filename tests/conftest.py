@@ -86,15 +86,18 @@ def minilm(model_cache: Path) -> Embeddings:
 
 
 @pytest.fixture(scope="session")
-def sample_home(tmp_path_factory: pytest.TempPathFactory, minilm: Embeddings) -> Iterator[Path]:
-    """A home folder with the sample corpus ingested into a real Chroma folder, built once."""
+def sample_home(
+    tmp_path_factory: pytest.TempPathFactory, minilm: Embeddings, model_cache: Path
+) -> Iterator[Path]:
+    """A home folder with the sample corpus ingested into a real Chroma folder, built once
+    (with the multilingual model's vectors, as the default settings ingest)."""
     from pipelines.catalog import bundled_dir
     from pipelines.catalog.catalog import COLLECTION_NAMES
     from pipelines.core.settings import load_settings
     from pipelines.index.ingest import ingest, locate_files
 
     home = tmp_path_factory.mktemp("sample-home")
-    settings = load_settings(home=home)
+    settings = load_settings(home=home, model_cache=model_cache)
     ingest(
         settings, locate_files(bundled_dir(), COLLECTION_NAMES, required=True), embeddings=minilm
     )

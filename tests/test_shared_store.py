@@ -14,6 +14,7 @@ from langchain_core.embeddings import Embeddings
 from pipelines.catalog import bundled_dir
 from pipelines.catalog.catalog import COLLECTION_NAMES
 from pipelines.core.settings import load_settings
+from pipelines.index.chunk_table import ChunkTable
 from pipelines.index.ingest import ingest, locate_files
 from pipelines.pipeline import AnswerPipeline
 from tests.support.servers import chroma_server, serve_command
@@ -30,6 +31,9 @@ QUESTIONS = [
     "What does imatinib inhibit?",
     "What happens in apoptosis?",
 ]
+# Searched through the multilingual model too: its vectors in an instance's chunk table are
+# worked out there, from the chunks' texts, and must rank as the ingesting machine's do.
+TRANSLATED = ["唐吉尔病是由什么引起的？ABCA1有什么作用？", "¿Qué fármacos actúan sobre EGFR?"]  # noqa: RUF001 (as a Chinese or Japanese asker writes it)
 
 
 @pytest.fixture(scope="module")
@@ -72,7 +76,8 @@ def test_instances_sharing_only_the_store_answer_like_the_ingesting_machine(
     env = {"CHROMA_HOST": "127.0.0.1", "CHROMA_PORT": str(port)}
     settings = load_settings(home=ingesting_home, chroma_host="127.0.0.1", chroma_port=port)
     ingesting = AnswerPipeline(settings, embeddings=minilm)
-    expected = {question: _ids(ingesting.invoke(question)["references"]) for question in QUESTIONS}
+    asked = [*QUESTIONS, *TRANSLATED]
+    expected = {question: _ids(ingesting.invoke(question)["references"]) for question in asked}
     assert all(expected.values())
 
     homes = [tmp_path / "first", tmp_path / "second"]  # empty: nothing but the store is shared
@@ -81,13 +86,19 @@ def test_instances_sharing_only_the_store_answer_like_the_ingesting_machine(
             health = httpx.get(f"{served.base}/healthz", timeout=30).json()
             assert health["status"] == "ok", health
             assert health["degraded"] == {}
-            for question in QUESTIONS:
+            for question in asked:
                 assert _references(served.base, question) == expected[question], question
     for home in homes:
         # Built on this instance from what the store holds, once per collection version.
-        assert len([p for p in (home / "keyword").iterdir() if p.is_dir()]) == 3
+        folders = [p for p in (home / "keyword").iterdir() if p.is_dir()]
+        assert len(folders) == 3
+        for folder in folders:
+            table = ChunkTable.load(folder)
+            assert table is not None
+            assert table.multilingual is not None, folder.name
+            assert len(table.multilingual.vectors) == len(table)
         headers = _headers(home)
-        assert len(headers) == len(QUESTIONS)
+        assert len(headers) == len(asked)
         for header in headers:
             releases = header["releases"]
             assert isinstance(releases, dict)

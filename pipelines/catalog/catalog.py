@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 
 from pipelines.core.errors import ConfigurationError, InputError
 from pipelines.core.redaction import one_line
-from pipelines.language import DEFAULT_LANGUAGE, fixed_text
+from pipelines.language import DEFAULT_LANGUAGE, detect_language, fixed_text
 
 __all__ = [
     "COLLECTION_NAMES",
@@ -187,7 +187,14 @@ class Catalog:
     def route(self, question: str) -> list[str]:
         """The collections a question needs, by the declared hints: collections whose hints
         match come first; an exclusive one that matches takes the question alone (with any
-        other exclusive match); the defaults follow; ``also`` patterns add theirs last."""
+        other exclusive match); the defaults follow; ``also`` patterns add theirs last.
+
+        The hints are English words: a question in another language goes to every
+        collection a question can be routed to (a default, or one with hints), and the
+        ranking's collection margin keeps the ones near it (decision 0037)."""
+        if detect_language(question) != DEFAULT_LANGUAGE:
+            routable = [d.name for d in self if d.routing.default or d.routing.hints]
+            return routable or list(self.names)
         exclusive = [d.name for d in self if d.routing.exclusive and d.routing.hinted(question)]
         if exclusive:
             return exclusive

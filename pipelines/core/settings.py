@@ -89,6 +89,12 @@ class Settings(ReactomeSettings):
     embeddings: str = Field(
         default="all-MiniLM-L6-v2-q8", description=f"embedding model: {_EMBEDDINGS_FORMS}"
     )
+    multilingual: bool = Field(
+        default=True,
+        description="with the English-only offline embeddings, also embed each chunk with "
+        "multilingual-e5-small so a question in another language finds its sources "
+        "(decision 0037); off: such questions are searched as English ones",
+    )
     model_cache: Path | None = Field(
         default=None,
         description="folder for the model derived at first use; unset means <home>/models",

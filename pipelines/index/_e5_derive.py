@@ -40,7 +40,7 @@ from pipelines.index._quantize import _root_logging_untouched
 
 __all__ = ["DerivedE5", "derived_files", "derived_paths"]
 
-_DERIVATION = 1  # bump when the graph, its quantization or the tokenizer model change
+_DERIVATION = 4  # bump when the graph, its quantization or the tokenizer model change
 _OPSET = 17  # LayerNormalization is in the standard domain from 17 on
 _INPUT, _OUTPUT = "word_embeddings", "mean_hidden"
 _INSTALL_SENTENCEPIECE = "pip install sentencepiece"
@@ -214,7 +214,8 @@ class _Graph:
     def node(self, op: str, inputs: list[str], output: str, **attributes: Any) -> str:
         from onnx import helper
 
-        self.nodes.append(helper.make_node(op, inputs, [output], **attributes))
+        # Named after its output, so a node can be named (to leave it in float, say).
+        self.nodes.append(helper.make_node(op, inputs, [output], name=output, **attributes))
         return output
 
 

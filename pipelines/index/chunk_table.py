@@ -17,6 +17,13 @@ split and embedded at ingest (``pipelines.index.chunk_sentences``; ``"sentences"
 ``chunk_table.json`` names their embedding model). A table of format 1 (no ``"format"``: from
 before) or without sentences loads all the same; its readers work the sentences out when
 they need them, and the next ingest adds them (:func:`add_sentences`).
+
+A table may also hold a second vector per chunk from a multilingual model
+(``multilingual.npy``; ``"multilingual"`` in ``chunk_table.json`` names the model and how
+many tokens of each chunk it read), so a question in another language is searched through
+it (decision 0037). A table without them is searched by its own vectors alone; the next
+ingest, or an instance building the table from the store, adds them
+(:func:`add_multilingual`).
 """
 
 from __future__ import annotations
@@ -44,11 +51,20 @@ from pipelines.index.chunk_sentences import (
     work_out,
 )
 
-__all__ = ["FORMAT", "ChunkRecord", "ChunkTable", "ChunkTableWriter", "add_sentences"]
+__all__ = [
+    "FORMAT",
+    "ChunkRecord",
+    "ChunkTable",
+    "ChunkTableWriter",
+    "MultilingualVectors",
+    "add_multilingual",
+    "add_sentences",
+]
 
 _VECTORS = "vectors.npy"
 _RECORDS = "records.bin"
 _OFFSETS = "record_offsets.npy"
+_MULTILINGUAL = "multilingual.npy"
 # Written last: a folder without it holds no table (an ingest from before tables existed, or
 # one that stopped while writing).
 _DONE = "chunk_table.json"
@@ -63,6 +79,44 @@ class ChunkRecord:
     text: str
     metadata: dict[str, Any]
     vector: _Vectors
+    # The multilingual model's vector, when the table holds them.
+    multilingual: _Vectors | None = None
+
+
+@dataclass(frozen=True)
+class MultilingualVectors:
+    """A table's second vector per row, from ``model`` over each chunk's first ``max_tokens``
+    tokens (``pipelines.index.multilingual``)."""
+
+    model: str
+    max_tokens: int
+    derivation: int
+    vectors: _Vectors
+
+    def describe(self) -> dict[str, Any]:
+        return {"model": self.model, "max_tokens": self.max_tokens, "derivation": self.derivation}
+
+
+def multilingual_key(embeddings: Embeddings) -> dict[str, Any]:
+    """What a table records of the multilingual ``embeddings`` its vectors come from: a
+    reader uses them only with a model that matches."""
+    return {
+        "model": str(getattr(embeddings, "name", "")),
+        "max_tokens": _max_tokens(embeddings),
+        "derivation": int(getattr(embeddings, "derivation", 0)),
+    }
+
+
+def _max_tokens(embeddings: Embeddings) -> int:
+    return int(getattr(embeddings, "max_tokens", 0))
+
+
+def _embed_passages(embeddings: Embeddings, texts: Sequence[str]) -> _Vectors:
+    embed_array = getattr(embeddings, "embed_array", None)
+    if embed_array is not None:
+        vectors: _Vectors = np.asarray(embed_array(list(texts)), dtype=np.float32)
+        return vectors
+    return np.asarray(embeddings.embed_documents(list(texts)), dtype=np.float32)
 
 
 @functools.cache
@@ -76,9 +130,17 @@ class ChunkTableWriter:
     table is finished when the block ends normally, and left unreadable when it raises.
 
     With ``sentences_model`` (the embedding model's name) every :meth:`add` gives each row's
-    sentences too, and the table holds them."""
+    sentences too, and the table holds them. With ``multilingual`` (a multilingual model) each
+    row also gets that model's vector of its indexed text (``indexed`` in :meth:`add`)."""
 
-    def __init__(self, folder: Path, rows: int, *, sentences_model: str | None = None) -> None:
+    def __init__(
+        self,
+        folder: Path,
+        rows: int,
+        *,
+        sentences_model: str | None = None,
+        multilingual: Embeddings | None = None,
+    ) -> None:
         folder.mkdir(parents=True, exist_ok=True)
         self._folder = folder
         self._rows = rows
@@ -89,6 +151,8 @@ class ChunkTableWriter:
         self._sentences = (
             SentenceWriter(folder, rows, sentences_model) if sentences_model is not None else None
         )
+        self._multilingual = multilingual
+        self._second: np.memmap[Any, np.dtype[np.float32]] | None = None  # on the first add
 
     def __enter__(self) -> ChunkTableWriter:
         return self
@@ -99,6 +163,7 @@ class ChunkTableWriter:
         else:
             self._records.close()
             self._vectors = None
+            self._second = None
             if self._sentences is not None:
                 self._sentences.abort()
 
@@ -108,9 +173,13 @@ class ChunkTableWriter:
         metadatas: Sequence[dict[str, Any]],
         vectors: Any,
         sentences: Sequence[PassageSentences] | None = None,
+        indexed: Sequence[str] | None = None,
+        multilingual: Any = None,
     ) -> None:
         """The next rows: one text, metadata and vector each, and their sentences when the
-        table holds them."""
+        table holds them. A table with a multilingual model embeds each row's ``indexed``
+        text (heading and chunk, as the keyword index holds it) with it, unless its
+        ``multilingual`` vectors are given."""
         block = np.asarray(vectors, dtype=np.float32)
         if not len(texts) == len(metadatas) == len(block):
             raise ValueError("a chunk table row needs one text, metadata and vector each")
@@ -129,6 +198,20 @@ class ChunkTableWriter:
                 shape=(self._rows, block.shape[1]),
             )
         self._vectors[self._written : end] = block
+        if self._multilingual is not None:
+            if multilingual is None:
+                if indexed is None or len(indexed) != len(texts):
+                    raise ValueError("a table with multilingual vectors needs each row's text")
+                multilingual = _embed_passages(self._multilingual, indexed)
+            second = np.asarray(multilingual, dtype=np.float32)
+            if self._second is None:
+                self._second = np.lib.format.open_memmap(
+                    self._folder / _MULTILINGUAL,
+                    mode="w+",
+                    dtype=np.float32,
+                    shape=(self._rows, second.shape[1]),
+                )
+            self._second[self._written : end] = second
         position = int(self._offsets[self._written])
         for row, (text, metadata) in enumerate(zip(texts, metadatas, strict=True)):
             encoded = json.dumps({"t": text, "m": metadata}, ensure_ascii=False).encode()
@@ -153,6 +236,10 @@ class ChunkTableWriter:
         done: dict[str, Any] = {"format": FORMAT, "rows": self._rows}
         if self._sentences is not None:
             done["sentences"] = self._sentences.close()
+        if self._multilingual is not None and self._second is not None:
+            self._second.flush()
+            self._second = None
+            done["multilingual"] = multilingual_key(self._multilingual)
         _write_done(self._folder, done)
 
 
@@ -172,6 +259,7 @@ class ChunkTable:
         self._offsets = offsets
         # Each chunk's sentences, when the table holds them (format 2, written by an ingest).
         self.sentences: StoredSentences | None = None
+        self.multilingual: MultilingualVectors | None = None
         self.format = 1
 
     def __len__(self) -> int:
@@ -193,6 +281,7 @@ class ChunkTable:
         table = cls(vectors, records, offsets)
         table.format = int(done.get("format", 1)) if isinstance(done, dict) else 1
         sentences = done.get("sentences") if isinstance(done, dict) else None
+        table.multilingual = _load_multilingual(folder, done, len(vectors))
         if table.format == FORMAT and isinstance(sentences, dict):
             try:
                 # Reading a row's text without holding the table: a table let go is freed
@@ -209,16 +298,22 @@ class ChunkTable:
         """The text of one row."""
         return _record_text(self._records, self._offsets, row)
 
-    def nearest(self, queries: _Vectors, k: int) -> list[list[int]]:
+    def nearest(self, queries: _Vectors, k: int, *, multilingual: bool = False) -> list[list[int]]:
         """For each query vector, the rows of the ``k`` most similar vectors, best first, by
-        exhaustive search (vectors are unit length, so the dot product is the cosine)."""
-        if not len(self.vectors):
+        exhaustive search (vectors are unit length, so the dot product is the cosine); with
+        ``multilingual``, among the multilingual model's vectors (the queries are its)."""
+        matrix = self.vectors
+        if multilingual:
+            if self.multilingual is None:
+                raise ValueError("this chunk table holds no multilingual vectors")
+            matrix = self.multilingual.vectors
+        if not len(matrix):
             return [[] for _ in queries]
         # On one thread: OpenBLAS's own threads keep spinning after a product and take the
         # cores from the embedding model's next run (about 5 ms a question, measured).
         with _blas().limit(limits=1, user_api="blas"):
-            scores = self.vectors @ np.asarray(queries, dtype=np.float32).T  # rows x queries
-        k = min(k, len(self.vectors))
+            scores = matrix @ np.asarray(queries, dtype=np.float32).T  # rows x queries
+        k = min(k, len(matrix))
         found = []
         for column in scores.T:
             best = np.argpartition(-column, k - 1)[:k] if k < len(column) else np.arange(k)
@@ -227,12 +322,43 @@ class ChunkTable:
 
     def read(self, rows: Sequence[int]) -> list[ChunkRecord]:
         """The records of ``rows``, in that order."""
-        vectors = np.asarray(self.vectors[np.asarray(rows, dtype=np.int64)])
+        wanted = np.asarray(rows, dtype=np.int64)
+        vectors = np.asarray(self.vectors[wanted])
+        second = (
+            np.asarray(self.multilingual.vectors[wanted]) if self.multilingual is not None else None
+        )
         found = []
         for position, row in enumerate(rows):
             record = json.loads(self._records[self._offsets[row] : self._offsets[row + 1]])
-            found.append(ChunkRecord(record["t"], record["m"], vectors[position]))
+            found.append(
+                ChunkRecord(
+                    record["t"],
+                    record["m"],
+                    vectors[position],
+                    second[position] if second is not None else None,
+                )
+            )
         return found
+
+    def record(self, row: int) -> tuple[str, dict[str, Any]]:
+        """The text and metadata of one row."""
+        record = json.loads(self._records[self._offsets[row] : self._offsets[row + 1]])
+        return record["t"], record["m"]
+
+
+def _load_multilingual(folder: Path, done: Any, rows: int) -> MultilingualVectors | None:
+    described = done.get("multilingual") if isinstance(done, dict) else None
+    if not isinstance(described, dict):
+        return None
+    try:
+        vectors = np.load(folder / _MULTILINGUAL, mmap_mode="r")
+        model, max_tokens = str(described["model"]), int(described["max_tokens"])
+        derivation = int(described.get("derivation", 0))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None  # unreadable: searched by its own vectors alone, as a table without
+    if vectors.ndim != 2 or len(vectors) != rows:
+        return None
+    return MultilingualVectors(model, max_tokens, derivation, vectors)
 
 
 def _record_text(records: mmap.mmap | bytes, offsets: list[int], row: int) -> str:
@@ -272,3 +398,46 @@ def add_sentences(folder: Path, embeddings: Embeddings) -> bool:
         raise
     _write_done(folder, {**done, "format": FORMAT, "sentences": meta})
     return True
+
+
+# Rows embedded and written at a time when multilingual vectors are added to a table.
+_MULTILINGUAL_BATCH = 256
+
+
+def add_multilingual(folder: Path, embeddings: Embeddings) -> bool:
+    """Give the table in ``folder`` the multilingual ``embeddings``' vector of each row, if
+    it has none from that model; whether it wrote them. As :func:`add_sentences`, the
+    table's other files are untouched and ``chunk_table.json`` is replaced last."""
+    from pipelines.index.version_index import indexed_text  # it imports this module
+
+    table = ChunkTable.load(folder)
+    if table is None:
+        return False
+    key = multilingual_key(embeddings)
+    if table.multilingual is not None and table.multilingual.describe() == key:
+        return False
+    done = json.loads((folder / _DONE).read_text(encoding="utf-8"))
+    # A new file under a new name: a reader may have the old one mapped.
+    partial = folder / f".{_MULTILINGUAL}.{os.getpid()}"
+    try:
+        shape = (len(table), embeddings_dimensions(embeddings))
+        second = np.lib.format.open_memmap(partial, mode="w+", dtype=np.float32, shape=shape)
+        for start in range(0, len(table), _MULTILINGUAL_BATCH):
+            rows = range(start, min(start + _MULTILINGUAL_BATCH, len(table)))
+            texts = [indexed_text(*table.record(row)) for row in rows]
+            second[start : start + len(texts)] = _embed_passages(embeddings, texts)
+        second.flush()
+        del second
+        partial.replace(folder / _MULTILINGUAL)
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
+    _write_done(folder, {**done, "multilingual": key})
+    return True
+
+
+def embeddings_dimensions(embeddings: Embeddings) -> int:
+    dimensions = getattr(embeddings, "dimensions", None)
+    if isinstance(dimensions, int):
+        return dimensions
+    return len(embeddings.embed_query("dimensions"))

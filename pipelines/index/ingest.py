@@ -9,6 +9,8 @@ Each chunk's sentences are split and embedded here too, once, and kept with the 
 (``pipelines.index.chunk_sentences``): the answer model and the evidence judge read them
 instead of working them out after retrieval. An unchanged chunk's are copied from the
 previous version's table; a version from before tables held them gets them on the next run.
+With the English-only offline model, each chunk also gets a multilingual model's vector in
+the table (decision 0037), copied for an unchanged chunk, added to a version that lacks them.
 """
 
 from __future__ import annotations
@@ -35,8 +37,14 @@ from pipelines.core.hashing import joined_digest
 from pipelines.core.settings import Settings
 from pipelines.index import store
 from pipelines.index.chunk_sentences import PassageSentences, VectorMemo, model_name, work_out
-from pipelines.index.chunk_table import ChunkTable, ChunkTableWriter, add_sentences
-from pipelines.index.embeddings import MiniLMEmbeddings
+from pipelines.index.chunk_table import (
+    ChunkTable,
+    ChunkTableWriter,
+    add_multilingual,
+    add_sentences,
+    multilingual_key,
+)
+from pipelines.index.embeddings import MiniLMEmbeddings, make_multilingual_embeddings
 from pipelines.index.keyword_index import KeywordIndex
 from pipelines.index.version_index import copy_rows, indexed_text, locked
 
@@ -316,6 +324,53 @@ def _previous_sentences(
     return table.sentences.find
 
 
+def _previous_multilingual(
+    settings: Settings, previous: store.StoredVersion | None, model: Embeddings | None
+) -> Callable[[str], _Vector | None]:
+    """How to find an unchanged chunk's multilingual vector in the previous version's table
+    (None when it has none from this model)."""
+    if previous is None or model is None:
+        return lambda _: None
+    folder = store.keyword_index_dir(settings, previous.name)
+    table = ChunkTable.load(folder)
+    if table is None or table.multilingual is None:
+        return lambda _: None
+    if table.multilingual.describe() != multilingual_key(model):
+        return lambda _: None
+    rows = {chunk_id: row for row, chunk_id in enumerate(KeywordIndex.load(folder).chunk_ids)}
+    vectors = table.multilingual.vectors
+
+    def find(chunk_id: str) -> _Vector | None:
+        row = rows.get(chunk_id)
+        return None if row is None else np.asarray(vectors[row], dtype=np.float32)
+
+    return find
+
+
+def _multilingual_block(
+    model: Embeddings | None,
+    batch: Sequence[Chunk],
+    unchanged: set[str],
+    known: Callable[[str], _Vector | None],
+) -> _Vector | None:
+    """The multilingual vectors of a batch of chunks: an unchanged chunk's copied, the rest
+    embedded (their indexed text, as the keyword index holds it)."""
+    if model is None:
+        return None
+    found: dict[str, _Vector] = {}
+    for chunk in batch:
+        vector = known(chunk.id) if chunk.id in unchanged else None
+        if vector is not None:
+            found[chunk.id] = vector
+    fresh = [chunk for chunk in batch if chunk.id not in found]
+    if fresh:
+        embed_array = getattr(model, "embed_array", None)
+        texts = [chunk.embed_text for chunk in fresh]
+        vectors = embed_array(texts) if embed_array is not None else model.embed_documents(texts)
+        found.update(zip((chunk.id for chunk in fresh), np.asarray(vectors), strict=True))
+    return np.stack([found[chunk.id] for chunk in batch]).astype(np.float32)
+
+
 def _embed(embeddings: Embeddings, texts: Sequence[str], bar: tqdm[Any]) -> list[_Vector]:
     """Vectors for ``texts``, in steps small enough for the progress bar to move."""
     vectors: list[_Vector] = []
@@ -338,6 +393,7 @@ def _ingest_one(
     release: str,
     origin: str,
     progress: bool,
+    multilingual: Embeddings | None,
 ) -> CollectionSummary:
     started = time.perf_counter()
     summary = CollectionSummary(sources.name)
@@ -394,6 +450,8 @@ def _ingest_one(
             folder = store.keyword_index_dir(settings, previous.name)
             if folder.is_dir():
                 add_sentences(folder, embeddings)
+                if multilingual is not None:
+                    add_multilingual(folder, multilingual)
         summary.seconds = time.perf_counter() - started
         return summary
 
@@ -411,6 +469,8 @@ def _ingest_one(
     sentences_model = model_name(embeddings)
     known = _previous_sentences(settings, previous if same_model else None, sentences_model)
     memo = VectorMemo()
+    unchanged = {c.id for c in chunks if old_chunks.get(c.id) == c.metadata["content_hash"]}
+    known_multilingual = _previous_multilingual(settings, previous, multilingual)
     version = store.new_version_name(sources.name)
     collection = client.create_collection(
         version,
@@ -432,7 +492,9 @@ def _ingest_one(
             # not for the whole collection (vectors reused from the previous version are read
             # up front, and released as their batch is written).
             folder = store.keyword_index_dir(settings, version)
-            with ChunkTableWriter(folder, len(chunks), sentences_model=sentences_model) as table:
+            with ChunkTableWriter(
+                folder, len(chunks), sentences_model=sentences_model, multilingual=multilingual
+            ) as table:
                 for start in range(0, len(chunks), _WRITE_BATCH):
                     batch = chunks[start : start + _WRITE_BATCH]
                     fresh = [chunk for chunk in batch if chunk.id not in reusable]
@@ -451,7 +513,15 @@ def _ingest_one(
                         if sentences_model is not None
                         else None
                     )
-                    table.add(texts, [chunk.metadata for chunk in batch], block, sentences)
+                    table.add(
+                        texts,
+                        [chunk.metadata for chunk in batch],
+                        block,
+                        sentences,
+                        multilingual=_multilingual_block(
+                            multilingual, batch, unchanged, known_multilingual
+                        ),
+                    )
         # Rows in chunk order, like the chunk table's.
         KeywordIndex.build([c.id for c in chunks], [c.embed_text for c in chunks]).save(folder)
         created = datetime.now(UTC).isoformat(timespec="seconds")
@@ -478,11 +548,14 @@ def ingest(
     client: ClientAPI | None = None,
     on_done: Callable[[CollectionSummary], None] | None = None,
 ) -> list[CollectionSummary]:
-    """Ingest each collection in turn; one collection's failure does not stop the others."""
+    """Ingest each collection in turn; one collection's failure does not stop the others.
+    The multilingual model is the settings' (``make_multilingual_embeddings``) beside
+    ``embeddings``."""
     from pipelines.index.embeddings import make_embeddings
 
     client = client or store.open_client(settings)
     embeddings = embeddings or make_embeddings(settings)
+    multilingual = make_multilingual_embeddings(settings, embeddings)
     summaries = []
     # In the declared order, whatever order they were found in.
     for name in sorted(sources, key=lambda name: (sources[name].definition.order, name)):
@@ -494,6 +567,7 @@ def ingest(
             release=release,
             origin=origin,
             progress=progress,
+            multilingual=multilingual,
         )
         summaries.append(summary)
         if on_done is not None:

@@ -69,7 +69,7 @@ class E5Embeddings(Embeddings):
             ) from error
         import onnxruntime
 
-        from pipelines.index._e5_derive import derived_files
+        from pipelines.index._e5_derive import _DERIVATION, derived_files
         from pipelines.index.embeddings import _packaged_file
 
         if weights_path is None:
@@ -85,6 +85,8 @@ class E5Embeddings(Embeddings):
                 fix=f"use from 3 to {self._weights.positions} tokens, <s> and </s> included",
             )
         self.max_tokens = max_tokens
+        # Vectors stored by another derivation of the graph are not this model's.
+        self.derivation = _DERIVATION
         derived = derived_files(weights_path, model_cache, self.name)
         self._words = self._weights.word_blocks()
         self._normalisation = self._weights.normalisation

@@ -19,14 +19,20 @@ import os
 import shutil
 import time
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from langchain_core.embeddings import Embeddings
 
-from pipelines.index.chunk_table import ChunkTable, ChunkTableWriter
+from pipelines.index.chunk_table import (
+    ChunkTable,
+    ChunkTableWriter,
+    add_multilingual,
+    multilingual_key,
+)
 from pipelines.index.keyword_index import KeywordIndex
 
 __all__ = [
@@ -110,22 +116,48 @@ def locked(path: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
+def _lacks_multilingual(found: VersionIndex, multilingual: Callable[[], Embeddings | None]) -> bool:
+    if found.table is None:
+        return False
+    model = multilingual()
+    return model is not None and (
+        found.table.multilingual is None
+        or found.table.multilingual.describe() != multilingual_key(model)
+    )
+
+
 def build_from_store(
-    collection: Any, folder: Path, *, lock: Path, chunks: int | None = None
+    collection: Any,
+    folder: Path,
+    *,
+    lock: Path,
+    chunks: int | None = None,
+    multilingual: Callable[[], Embeddings | None] = lambda: None,
 ) -> VersionIndex:
     """The indexes of the version ``collection`` (a Chroma collection), from ``folder`` when
     a whole set of ``chunks`` rows is there already, else built from the store into it while
-    holding the file ``lock``."""
+    holding the file ``lock``. When ``multilingual`` gives a model, the chunk table holds its
+    vectors too: added to a table that lacks them, as the keyword index is built, from the
+    chunks' texts (decision 0037)."""
     found = VersionIndex.load(folder)
-    if found is not None and (chunks is None or len(found) == chunks):
+    whole = found is not None and (chunks is None or len(found) == chunks)
+    if found is not None and whole and not _lacks_multilingual(found, multilingual):
         return found
     with locked(lock):
         found = VersionIndex.load(folder)  # another process may have built it meanwhile
         if found is not None and (chunks is None or len(found) == chunks):
-            return found
+            if not _lacks_multilingual(found, multilingual):
+                return found
+            model = multilingual()
+            if model is not None:
+                add_multilingual(folder, model)
+            reloaded = VersionIndex.load(folder)
+            if reloaded is None:
+                raise OSError(f"the indexes in {folder} cannot be read back")
+            return reloaded
         building = folder.parent / f".{folder.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}"
         try:
-            _write(collection, building)
+            _write(collection, building, multilingual())
             if folder.exists():  # stale (another row count) or partial: replaced
                 shutil.rmtree(folder)
             building.rename(folder)
@@ -137,7 +169,7 @@ def build_from_store(
     return built
 
 
-def _write(collection: Any, folder: Path) -> None:
+def _write(collection: Any, folder: Path, multilingual: Embeddings | None) -> None:
     ids: list[str] = []
     offset = 0
     while True:  # ids alone first: the rows are in id order, read in batches of that order
@@ -147,7 +179,7 @@ def _write(collection: Any, folder: Path) -> None:
             break
         offset += _READ_BATCH
     ids.sort()
-    with ChunkTableWriter(folder, len(ids)) as table:
+    with ChunkTableWriter(folder, len(ids), multilingual=multilingual) as table:
         texts = copy_rows(collection, ids, table)
     KeywordIndex.build(ids, texts).save(folder)
 
@@ -166,11 +198,15 @@ def copy_rows(collection: Any, ids: Sequence[str], table: ChunkTableWriter) -> l
         documents, metadatas = page["documents"] or [], page["metadatas"] or []
         block_texts = [documents[index] or "" for index in order]
         block_metadatas = [dict(metadatas[index] or {}) for index in order]
-        table.add(
-            block_texts, block_metadatas, np.asarray(page["embeddings"], dtype=np.float32)[order]
-        )
-        texts += [
+        indexed = [
             indexed_text(text, metadata)
             for text, metadata in zip(block_texts, block_metadatas, strict=True)
         ]
+        table.add(
+            block_texts,
+            block_metadatas,
+            np.asarray(page["embeddings"], dtype=np.float32)[order],
+            indexed=indexed,
+        )
+        texts += indexed
     return texts

@@ -143,7 +143,15 @@ class AnswerPipeline:
             k=self.settings.max_sources,
             # Judged on the vector the search computes anyway: no embedding of its own.
             advice_gate=self.advice_gate,
+            multilingual=self._multilingual_embeddings,
         )
+
+    def _multilingual_embeddings(self) -> Embeddings | None:
+        """The multilingual model beside the embeddings (decision 0037), loaded when a
+        question in another language first needs it."""
+        from pipelines.index.embeddings import make_multilingual_embeddings
+
+        return make_multilingual_embeddings(self.settings, self.embeddings)
 
     @property
     def own_retriever(self) -> ReactomeRetriever | None:

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
+
+from langchain_core.embeddings import Embeddings
 
 from pipelines.core.errors import ReactomeAnswersError
 from pipelines.core.redaction import one_line
@@ -68,8 +70,15 @@ class LiveVersions:
     """The collection versions a retriever searches, their local indexes and the client
     they are read through; safe to share between threads."""
 
-    def __init__(self, settings: Settings, client: Any = None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        client: Any = None,
+        multilingual: Callable[[], Embeddings | None] = lambda: None,
+    ) -> None:
         self.settings = settings
+        # The multilingual model whose vectors a chunk table should hold (decision 0037).
+        self.multilingual = multilingual
         # A chromadb ClientAPI; None until first needed: then the process's own client for
         # the settings' store, which is reopened when a new version goes live.
         self.client = client
@@ -160,6 +169,7 @@ class LiveVersions:
                 store.keyword_index_dir(self.settings, version.name),
                 lock=store.keyword_index_lock(self.settings, version.name),
                 chunks=chunks if isinstance(chunks, int) else None,
+                multilingual=self.multilingual,
             )
         except Exception as error:  # the disk or the store: answered by vectors meanwhile
             found = VersionIndex.missing(

@@ -29,6 +29,7 @@ __all__ = [
     "ScoredChunk",
     "SourceEntry",
     "best_first",
+    "blended_similarity",
     "entity_of",
     "gate_collections",
     "keyword_evidence",
@@ -45,6 +46,16 @@ Key = TypeVar("Key", bound=Hashable)
 RRF_K = 60
 # A source shows its best chunk and its runner-up (context), no more.
 CHUNKS_PER_SOURCE = 2
+
+
+def blended_similarity(own: float, second: float, scale: tuple[float, float]) -> float:
+    """A chunk's similarity to a question searched by two models: the better of the first
+    model's cosine (``own``) and the second's brought onto the first's scale
+    (``slope * second + intercept``, at most 1 as a cosine is): for a question in another
+    language the first model, trained on English, often sees little, and the second lands
+    near the English passage."""
+    slope, intercept = scale
+    return max(own, min(1.0, slope * second + intercept))
 
 
 def reciprocal_rank_fusion(

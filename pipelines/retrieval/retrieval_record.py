@@ -17,7 +17,9 @@ ones read in full and ranked (the pool, at most ``pool_size``); ``candidates`` a
 :data:`RECORD_BOUND` best fused of those, plus every chunk whose text went to the model
 should it rank lower, best fused first. Ranks are 1-based, within the chunk's collection,
 per query in the order of ``queries`` (the standalone question first); None where that
-search did not find it (or did not run: BM25 with ``ranking="dense"``).
+search did not find it (or did not run: BM25 with ``ranking="dense"``). A question searched
+through the multilingual model too (decision 0037) has a third rank per query,
+``"multilingual"``; other records have none.
 
 Outcomes (:data:`OUTCOMES`): ``kept`` is a source's lead chunk with the ``n`` the handler
 numbers it by, so the ``kept`` candidates in order of ``n`` are exactly the citation events;
@@ -66,6 +68,8 @@ class QueryLists:
 
     dense: Sequence[Sequence[str]] = field(default_factory=list)
     keyword: Sequence[Sequence[str]] = field(default_factory=list)
+    # The multilingual model's, for a question not in English (decision 0037).
+    multilingual: Sequence[Sequence[str]] = field(default_factory=list)
 
 
 def _ranks(lists: Sequence[Sequence[str]], wanted: set[str]) -> list[dict[str, int]]:
@@ -121,19 +125,27 @@ def retrieval_record(
     keyword = {
         name: _ranks(lists[name].keyword, ids) for name, ids in wanted.items() if name in lists
     }
+    second = {
+        name: _ranks(lists[name].multilingual, ids)
+        for name, ids in wanted.items()
+        if name in lists and lists[name].multilingual
+    }
     candidates = []
     for c in chosen:
         key = (c.collection, c.chunk_id)
         meta = metadata.get(key, {})
         st_id, url = meta.get("st_id"), meta.get("url")
         title = str(meta.get("display_name") or meta.get("title") or "").strip()
-        ranks = [
+        ranks: list[dict[str, int | None]] = [
             {
                 "dense": _at(dense.get(c.collection, []), number, c.chunk_id),
                 "keyword": _at(keyword.get(c.collection, []), number, c.chunk_id),
             }
             for number in range(len(queries))
         ]
+        if second:  # only when the multilingual model searched: English records as before
+            for number, rank in enumerate(ranks):
+                rank["multilingual"] = _at(second.get(c.collection, []), number, c.chunk_id)
         candidates.append(
             {
                 "collection": c.collection,

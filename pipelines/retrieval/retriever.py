@@ -12,6 +12,11 @@ collections whose best entry is far less similar to the question than another co
 best. The survivors are ranked by score and capped (the arithmetic is ``ranking``'s). The
 order of the returned documents is the sources' numbering.
 
+A question in another language than English is also searched through the multilingual model
+when one is configured and the chunk tables hold its vectors (decision 0037): its ranked lists
+join the fusion, and a chunk's similarity is the better of the two models', the multilingual
+one's brought onto the English model's scale (``ranking.blended_similarity``).
+
 Before it returns, the retriever sends the candidates it considered and what became of each
 (kept with the number the handler gives it, or why it was dropped) as the custom callback
 event ``reactome-answers:retrieval``, which the event log keeps (``retrieval_record``).
@@ -21,7 +26,8 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
@@ -42,9 +48,10 @@ from pipelines.core.options import RequestOptions
 from pipelines.core.settings import Settings
 from pipelines.core.tags import RETRIEVAL_RECORD
 from pipelines.index import store
-from pipelines.index.chunk_table import ChunkRecord
+from pipelines.index.chunk_table import ChunkRecord, multilingual_key
 from pipelines.index.keyword_index import keyword_tokens
 from pipelines.index.version_index import VersionIndex
+from pipelines.language import DEFAULT_LANGUAGE, detect_language
 from pipelines.retrieval.advice import AdviceGate
 from pipelines.retrieval.expander import Expansion
 from pipelines.retrieval.expander_run import (
@@ -60,6 +67,7 @@ from pipelines.retrieval.live_versions import LiveVersions
 from pipelines.retrieval.ranking import (
     ScoredChunk,
     best_first,
+    blended_similarity,
     entity_of,
     keyword_evidence,
     rank_sources,
@@ -81,6 +89,17 @@ __all__ = [
 # evaluation (tests/benchmarks/eval_quality.py) can compare them on the same index.
 Ranking = Literal["dense", "bm25", "hybrid", "hybrid_rerank"]
 RANKINGS: tuple[Ranking, ...] = ("dense", "bm25", "hybrid", "hybrid_rerank")
+
+_Matrix = np.ndarray[Any, np.dtype[np.float32]]
+
+
+@dataclass(frozen=True)
+class _SecondSearch:
+    """A question's queries embedded by the multilingual model, and what a chunk table
+    records of that model (its vectors are searched only where they match)."""
+
+    vectors: _Matrix
+    key: dict[str, Any]
 
 
 class ReactomeRetriever(BaseRetriever):
@@ -146,6 +165,28 @@ class ReactomeRetriever(BaseRetriever):
         "embedded, before any search (pipelines.retrieval.advice); None: only the expander's "
         "verdict",
     )
+    multilingual: Callable[[], Embeddings | None] | None = Field(
+        default=None,
+        description="gives the multilingual model (loaded on first use) searched beside "
+        "`embeddings` for a question not in English, where the chunk tables hold its vectors "
+        "(decision 0037); None: every question is searched by `embeddings` alone",
+    )
+    multilingual_scale: tuple[float, float] = Field(
+        # Chosen on the development half of the translated questions
+        # (tests/benchmarks/fit_multilingual_scale.py, decision 0037): the slope by their MRR
+        # (it rises to 8 and is flat beyond), the intercept so that the median multilingual
+        # cosine of a translation to the chunks its English form finds best lands on the
+        # median cosine of that English form to them.
+        default=(8.0, -6.065),
+        description="(slope, intercept) bringing the multilingual model's cosine onto the "
+        "scale of `embeddings`' cosine, so thresholds and margins mean the same for both",
+    )
+    multilingual_collection_margin: float | None = Field(
+        default=0.2,
+        description="collection_margin for a search through the multilingual model too: its "
+        "scale is stretched (slope 8 where a least-squares fit gives 3.1), so the English "
+        "margin would cut collections at a third of the difference it means",
+    )
     collections: list[str] | None = Field(
         default=None, description="fixed collections instead of the expander's routing"
     )
@@ -164,7 +205,26 @@ class ReactomeRetriever(BaseRetriever):
     _live: LiveVersions = PrivateAttr()
 
     def model_post_init(self, context: Any, /) -> None:
-        self._live = LiveVersions(self.settings, self.client)
+        self._live = LiveVersions(self.settings, self.client, self._multilingual_model)
+
+    def _multilingual_model(self) -> Embeddings | None:
+        return self.multilingual() if self.multilingual is not None else None
+
+    def _second_search(self, expansion: Expansion, question: str | None) -> _SecondSearch | None:
+        """The multilingual search of a question not in English, or None."""
+        if self.multilingual is None or self.ranking == "bm25":
+            return None
+        asked = question if question is not None else expansion.queries[0]
+        if detect_language(asked) == DEFAULT_LANGUAGE:
+            return None
+        model = self._multilingual_model()
+        if model is None:
+            return None
+        # The question as asked (or made standalone) only: the alternative queries are its
+        # content words, or a generative expander's rewrites, which the English model reads;
+        # embedding them too cost a fifth more time for no better ranking (decision 0037).
+        vector = np.asarray(model.embed_query(expansion.queries[0]), dtype=np.float32)
+        return _SecondSearch(vector[np.newaxis], multilingual_key(model))
 
     @property
     def catalog(self) -> Catalog:
@@ -250,8 +310,17 @@ class ReactomeRetriever(BaseRetriever):
                     detail=verdict.detail(),
                     reason="similar_examples",
                 )
+        second = self._second_search(expansion, question)
         with self._live.searching():  # a search never sees the client closed under it
-            arguments = (expansion, vectors, collections, k, versions or {}, record_cite_urls)
+            arguments = (
+                expansion,
+                vectors,
+                collections,
+                k,
+                versions or {},
+                record_cite_urls,
+                second,
+            )
             try:
                 return self._search_once(*arguments)
             except ReactomeAnswersError:
@@ -271,9 +340,10 @@ class ReactomeRetriever(BaseRetriever):
         k: int,
         pinned: Mapping[str, str],
         record_cite_urls: bool | None = None,
+        second: _SecondSearch | None = None,
     ) -> tuple[list[Document], dict[str, Any] | None]:
         """The documents, and the retrieval record numbered with ``record_cite_urls`` (no
-        record when None)."""
+        record when None); ``second``: the multilingual search, if any."""
         question_vector = vectors[0]
 
         # Stage 1, ids only: every ranked list of every collection, fused (RRF). Lists are
@@ -286,9 +356,9 @@ class ReactomeRetriever(BaseRetriever):
         # more than looking the words up).
         query_tokens = keyword_tokens(expansion.queries) if self.ranking != "dense" else []
         for name in collections:
-            ranked, keyword = self._ranked_ids(versions[name], query_tokens, vectors)
+            ranked, keyword = self._ranked_ids(versions[name], query_tokens, vectors, second)
             by_collection[name] = ranked
-            for ranked_ids in (*ranked.dense, *ranked.keyword):
+            for ranked_ids in (*ranked.dense, *ranked.keyword, *ranked.multilingual):
                 lists.append([(name, chunk_id) for chunk_id in ranked_ids])
             evidence.update(((name, chunk_id), value) for chunk_id, value in keyword.items())
         fused = reciprocal_rank_fusion(lists)
@@ -302,9 +372,16 @@ class ReactomeRetriever(BaseRetriever):
         records: dict[tuple[str, str], ChunkRecord] = {}
         scored: dict[tuple[str, str], ScoredChunk] = {}
         for name, ids in wanted.items():
+            blend = second is not None and bool(by_collection[name].multilingual)
             for chunk_id, record in self._read_chunks(versions[name], ids):
                 key = (name, chunk_id)
                 similarity = float(record.vector @ question_vector)
+                if blend and second is not None and record.multilingual is not None:
+                    similarity = blended_similarity(
+                        similarity,
+                        float(record.multilingual @ second.vectors[0]),
+                        self.multilingual_scale,
+                    )
                 records[key] = record
                 scored[key] = ScoredChunk(
                     chunk_id,
@@ -317,13 +394,15 @@ class ReactomeRetriever(BaseRetriever):
 
         read = [scored[key] for key in pool if key in scored]
         rerank = self.ranking == "hybrid_rerank"
+        blended = second is not None and any(lists.multilingual for lists in by_collection.values())
+        margin = self.multilingual_collection_margin if blended else self.collection_margin
         outcomes = None
         if record_cite_urls is None:
             entries = rank_sources(
                 read,
                 rerank=rerank,
                 min_similarity=self.min_similarity,
-                collection_margin=self.collection_margin,
+                collection_margin=margin,
                 k=k,
             )
         else:  # the same entries, and what became of every chunk
@@ -331,7 +410,7 @@ class ReactomeRetriever(BaseRetriever):
                 read,
                 rerank=rerank,
                 min_similarity=self.min_similarity,
-                collection_margin=self.collection_margin,
+                collection_margin=margin,
                 k=k,
             )
             entries, outcomes = ranked_sources.entries, ranked_sources.outcomes
@@ -389,10 +468,13 @@ class ReactomeRetriever(BaseRetriever):
         version: store.StoredVersion,
         query_tokens: Sequence[Sequence[str]],
         vectors: np.ndarray[Any, np.dtype[np.float32]],
+        second: _SecondSearch | None = None,
     ) -> tuple[QueryLists, dict[str, float]]:
         """One collection's ranked chunk ids: a dense list per query and a BM25 list per
-        query (``query_tokens``, the standalone question's first), as the ranking asks; and,
-        for hybrid_rerank, each chunk's keyword evidence."""
+        query (``query_tokens``, the standalone question's first), as the ranking asks, and
+        a multilingual list per query for ``second`` where the chunk table holds that
+        model's vectors; and, for hybrid_rerank, each chunk's keyword evidence."""
+        multilingual: list[list[str]] = []
         dense: list[list[str]] = []
         keyword: list[list[str]] = []
         evidence: dict[str, float] = {}
@@ -412,6 +494,12 @@ class ReactomeRetriever(BaseRetriever):
                     query_embeddings=vectors, n_results=self.fetch_k, include=["distances"]
                 )
                 dense = [list(ids) for ids in found["ids"]]
+            if second is not None and table is not None and keyword_index is not None:
+                held = table.multilingual
+                if held is not None and held.describe() == second.key:
+                    ids = keyword_index.chunk_ids
+                    nearest = table.nearest(second.vectors, self.fetch_k, multilingual=True)
+                    multilingual = [[ids[row] for row in rows] for rows in nearest]
         if self.ranking != "dense":
             index = stored.keyword
             if index is not None:
@@ -425,7 +513,7 @@ class ReactomeRetriever(BaseRetriever):
                         share_weight=self.bm25_share_weight,
                         rare_weight=self.rare_term_weight,
                     )
-        return QueryLists(dense, keyword), evidence
+        return QueryLists(dense, keyword, multilingual), evidence
 
     # --- the retriever interface -----------------------------------------------------------
 

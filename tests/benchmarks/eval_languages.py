@@ -34,7 +34,7 @@ from pipelines.answering.judges import OfflineJudge
 from pipelines.answering.passages import SentenceBank
 from pipelines.core.options import RequestOptions
 from pipelines.core.settings import load_settings
-from pipelines.index.embeddings import make_embeddings
+from pipelines.index.embeddings import make_embeddings, make_multilingual_embeddings
 from pipelines.index.store import open_client
 from pipelines.language import SUPPORTED_LANGUAGES
 from pipelines.pipeline import AnswerPipeline
@@ -86,14 +86,18 @@ def _first_relevant(ranked: Sequence[Any], relevant: set[str]) -> int | None:
 
 
 def evaluate_retrieval(
-    pipeline: AnswerPipeline, questions: list[dict[str, Any]]
+    pipeline: AnswerPipeline, questions: list[dict[str, Any]], **retriever_options: Any
 ) -> dict[str, dict[str, dict[str, float]]]:
+    """Hit@10 and MRR of ``questions`` and of their English sources, per split and language,
+    with the default retriever (``retriever_options`` change its fields)."""
     retriever = ReactomeRetriever(
         settings=pipeline.settings,
         client=open_client(pipeline.settings),
         embeddings=pipeline.embeddings,
         expander=pipeline.models[1],
         k=K,
+        multilingual=lambda: make_multilingual_embeddings(pipeline.settings, pipeline.embeddings),
+        **retriever_options,
     )
     english: dict[str, tuple[int | None, float]] = {}
     rows: list[dict[str, Any]] = []
