@@ -399,3 +399,20 @@ def test_a_dose_for_the_asker_is_refused_by_rule_in_every_language(
     assert refused is not None
     assert refused.detail["rule"] == "personal_care"
     assert rule_refusal(mechanism, 2000) is None
+
+
+@pytest.mark.parametrize(
+    ("question", "website"),
+    [
+        ("¿Debo dejar de tomar mis estatinas si me duelen las piernas?", False),
+        ("Soll ich mein Metformin absetzen, wenn mir übel ist?", False),
+        ("¿Cómo descargo el diagrama de una vía en el pathway browser?", True),
+    ],
+)
+def test_a_question_in_another_language_meets_the_website_threshold_only_by_its_hints(
+    minilm: Embeddings, question: str, website: bool
+) -> None:
+    # Such a question is searched in every collection, the user guide included (decision
+    # 0037); that alone must not make it a website question with the gate's higher bar.
+    verdict = AdviceGate(minilm).check(question)
+    assert (verdict.threshold == WEBSITE_THRESHOLD) is website

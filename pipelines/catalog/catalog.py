@@ -195,6 +195,11 @@ class Catalog:
         if detect_language(question) != DEFAULT_LANGUAGE:
             routable = [d.name for d in self if d.routing.default or d.routing.hints]
             return routable or list(self.names)
+        return self.route_by_hints(question)
+
+    def route_by_hints(self, question: str) -> list[str]:
+        """:meth:`route` by the declared hints alone, whatever the question's language (the
+        advice gate asks whether a question reads as one about the website)."""
         exclusive = [d.name for d in self if d.routing.exclusive and d.routing.hinted(question)]
         if exclusive:
             return exclusive

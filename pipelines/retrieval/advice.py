@@ -247,7 +247,9 @@ def _embed(embeddings: Embeddings, texts: Sequence[str]) -> _Matrix:
 
 def _threshold(question: str, catalog: Catalog) -> float:
     """The score above which ``question`` is refused: higher for a website question."""
-    website = "userguide" in catalog and "userguide" in catalog.route(question)
+    # By the hints, not the question's language: every question in another language is
+    # routed to the user guide too (decision 0037), and is not a website question for that.
+    website = "userguide" in catalog and "userguide" in catalog.route_by_hints(question)
     return WEBSITE_THRESHOLD if website else THRESHOLD
 
 
