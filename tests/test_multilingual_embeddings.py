@@ -85,6 +85,9 @@ def derived(tmp_path_factory: pytest.TempPathFactory) -> Derived:
     with pytest.MonkeyPatch.context() as patch:
         written = count_derivations(patch)
         embeddings = E5Embeddings(model_cache=cache, workers=2)
+        assert not embeddings.loaded  # derived and loaded for the first text, not before
+        assert not cache.exists()
+        embeddings.embed_query("load")
     return Derived(embeddings, cache, written)
 
 
@@ -237,10 +240,10 @@ def test_the_files_are_derived_once_into_a_folder_made_for_them(
     assert all(name.startswith(f"{E5_Q8_NAME}-") for name in files)  # no partial file left
     written = count_derivations(monkeypatch)
     again = E5Embeddings(model_cache=derived.cache, workers=1)
-    assert written == {}
-    assert sorted(path.name for path in derived.cache.iterdir()) == files
     text = "ABCA1 exports cholesterol."
     assert again.embed_query(text) == derived.embeddings.embed_query(text)
+    assert written == {}
+    assert sorted(path.name for path in derived.cache.iterdir()) == files
 
 
 def test_a_missing_derived_file_is_derived_again_alone(
@@ -251,7 +254,7 @@ def test_a_missing_derived_file_is_derived_again_alone(
     (tokenizer,) = cache.glob("*.spm.model")
     tokenizer.unlink()
     written = count_derivations(monkeypatch)
-    E5Embeddings(model_cache=cache, workers=1)
+    E5Embeddings(model_cache=cache, workers=1).embed_query("load")
     assert written == {"_write_tokenizer": 1}
     assert tokenizer.read_bytes() == next(derived.cache.glob("*.spm.model")).read_bytes()
 

