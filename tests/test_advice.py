@@ -25,6 +25,7 @@ from pipelines.retrieval.advice import (
     AdviceGate,
     _cues,
     load_examples,
+    load_translated_examples,
 )
 from pipelines.retrieval.expander import parse_expansion
 from pipelines.retrieval.refusal_rules import rule_refusal
@@ -416,3 +417,64 @@ def test_a_question_in_another_language_meets_the_website_threshold_only_by_its_
     # 0037); that alone must not make it a website question with the gate's higher bar.
     verdict = AdviceGate(minilm).check(question)
     assert (verdict.threshold == WEBSITE_THRESHOLD) is website
+
+
+# --- questions in other languages, judged through the multilingual model (decision 0037) ---
+
+OTHER_LANGUAGES = [  # (question, a request for personal advice)
+    ("¿Debo dejar de tomar mis estatinas si me duelen las piernas?", True),
+    ("Soll ich mein Metformin absetzen, wenn mir übel ist?", True),
+    ("我应该停用他汀类药物吗" + _Q + "我的腿很疼。", True),
+    ("スタチンを飲むのをやめるべきですか" + _Q + "足が痛いです。", True),
+    ("¿Cómo actúan las estatinas sobre la HMG-CoA reductasa?", False),
+    ("Wie wirkt Metformin auf die AMPK?", False),
+    ("他汀类药物如何抑制HMG-CoA还原酶" + _Q, False),
+    ("¿Cómo descargo el diagrama de una vía en el pathway browser?", False),
+]
+
+
+@pytest.fixture(scope="module")
+def multilingual_gate(minilm: Embeddings, model_cache: Path) -> AdviceGate:
+    from pipelines.index.embeddings import make_multilingual_embeddings
+
+    e5 = make_multilingual_embeddings(load_settings(model_cache=model_cache), minilm)
+    assert e5 is not None
+    return AdviceGate(minilm, multilingual=lambda: e5)
+
+
+def test_every_translated_example_is_decided_as_its_source_and_far_from_the_threshold(
+    multilingual_gate: AdviceGate,
+) -> None:
+    examples = load_translated_examples()
+    assert len(examples) == 210
+    verdicts = {example.id: multilingual_gate.check(example.question) for example in examples}
+    assert {v.embeddings for v in verdicts.values()} == {"multilingual-e5-small-q8"}
+    wrong = [e.id for e in examples if verdicts[e.id].refused != (e.label == "advice")]
+    assert wrong == []
+    assert [e.id for e in examples if verdicts[e.id].distance < MARGIN] == []
+
+
+@pytest.mark.parametrize(("question", "advice"), OTHER_LANGUAGES)
+def test_a_question_in_another_language_is_judged_through_the_multilingual_model(
+    multilingual_gate: AdviceGate, question: str, advice: bool
+) -> None:
+    verdict = multilingual_gate.check(question)
+    assert verdict.refused is advice
+    assert verdict.distance >= MARGIN
+    # The log says which model judged it.
+    assert verdict.detail()["embeddings"] == "multilingual-e5-small-q8"
+
+
+def test_english_questions_are_judged_as_before_without_loading_the_multilingual_model(
+    minilm: Embeddings, model_cache: Path
+) -> None:
+    from pipelines.index.embeddings import MULTILINGUAL_MAX_TOKENS
+    from pipelines.index.multilingual import E5Embeddings
+
+    e5 = E5Embeddings(model_cache=model_cache, max_tokens=MULTILINGUAL_MAX_TOKENS)
+    english_only, both = AdviceGate(minilm), AdviceGate(minilm, multilingual=lambda: e5)
+    for question in [*ADVICE[:4], *ANSWERED[:4], *ROUTED_TO_THE_WEBSITE[:2]]:
+        before, after = english_only.check(question), both.check(question)
+        assert after.score == before.score
+        assert after.detail() == before.detail()  # no "embeddings": MiniLM's gate judged
+    assert not e5.loaded

@@ -188,7 +188,11 @@ class AnswerPipeline:
         retriever without embeddings of its own, which then has the rules alone."""
         if self._outside_retriever is not None and self._embeddings is None:
             return None
-        return AdviceGate(self.embeddings, catalog=catalog_for(self.settings))
+        return AdviceGate(
+            self.embeddings,
+            catalog=catalog_for(self.settings),
+            multilingual=self._multilingual_embeddings,
+        )
 
     @cached_property
     def sentence_bank(self) -> SentenceBank:

@@ -23,6 +23,12 @@ is still a request for advice.
 
 No shipped example and no question in the tests scores within :data:`MARGIN` of its
 threshold (tests/test_advice.py), so another CPU's rounding cannot flip their decisions.
+
+A question in another language is judged by a second gate when the pipeline has a
+multilingual model (decision 0037): the same features over that model's vectors, fitted on
+the examples and their translations (``advice_examples_translated.yaml``, each labelled as its
+English source), with the same thresholds. English questions are judged as before: the
+translations never move the English model's boundary (with MiniLM they did, decision 0036).
 """
 
 from __future__ import annotations
@@ -30,7 +36,7 @@ from __future__ import annotations
 import re
 import threading
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
@@ -51,6 +57,7 @@ __all__ = [
     "AdviceVerdict",
     "leave_one_out",
     "load_examples",
+    "load_translated_examples",
 ]
 
 _Matrix = np.ndarray[Any, np.dtype[np.float64]]
@@ -89,7 +96,7 @@ _CUE_PATTERNS = (
     # first person
     (
         r"\b(?:i|i'm|im|i've|ive|i'd|me|my|mine|myself)\b",
-        r"\b(?:yo|mis?|conmigo|eu|meus?|minhas?|mim|comigo|je|j'|moi|mon|mes|ich|meine?[mnrs]?|"
+        r"\b(?:yo|mis?|me|m'|conmigo|eu|meus?|minhas?|mim|comigo|je|j'|moi|mon|mes|ich|meine?[mnrs]?|"
         r"mir|mich|io|mio|mia|miei)\b|我|私|僕|自分",
     ),
     # someone the asker cares for
@@ -123,7 +130,7 @@ _CUE_PATTERNS = (
         r"^\s*(?:how|why|what|which|where|whats|what's)\b(?!.*\b(?:i|me|my)\b)",
         r"^\s*¿?\s*(?:cómo|por\s+qué|qué|cuál|cuáles|como|porque|por\s+que|o\s+que|quais?|"
         r"comment|pourquoi|quel(?:le)?s?|qu'est-ce|wie|warum|wieso|welche[rs]?|perché|cosa|"
-        r"quale|quali)\b(?!.*\b(?:yo|mis?|eu|meus?|minhas?|je|mon|mes|ich|meine?[mnrs]?|mir|"
+        r"quale|quali)\b(?!.*\b(?:yo|mis?|me|eu|meus?|minhas?|je|mon|mes|ich|meine?[mnrs]?|mir|"
         r"mich|io|mio|mia)\b)|^(?!.*[我私])(?=.*(?:为什么|如何|怎样|什么|哪些|なぜ|どのように|どうして|何が|どの))",
     ),
     # mechanism and website words
@@ -170,6 +177,8 @@ class AdviceVerdict:
     score: float
     nearest: list[dict[str, Any]]  # the closest examples: id, label, similarity
     threshold: float = THRESHOLD  # the one that applied: WEBSITE_THRESHOLD for the website
+    # The multilingual model's name when it judged (a question in another language).
+    embeddings: str | None = None
 
     @property
     def distance(self) -> float:
@@ -178,11 +187,14 @@ class AdviceVerdict:
         return abs(self.score - self.threshold)
 
     def detail(self) -> dict[str, Any]:
-        return {
+        found: dict[str, Any] = {
             "score": round(self.score, 3),
             "threshold": self.threshold,
             "nearest": self.nearest,
         }
+        if self.embeddings is not None:
+            found["embeddings"] = self.embeddings
+        return found
 
 
 def load_examples() -> list[AdviceExample]:
@@ -194,6 +206,26 @@ def load_examples() -> list[AdviceExample]:
     return [
         AdviceExample(str(e["id"]), str(e["question"]), str(e["label"]), str(e.get("kind", "")))
         for e in yaml.safe_load(text)
+    ]
+
+
+def load_translated_examples() -> list[AdviceExample]:
+    """The shipped examples' translations (``advice_examples_translated.yaml``), each with its
+    English source's label and kind."""
+    sources = {example.id: example for example in load_examples()}
+    text = (
+        resources.files("pipelines.retrieval")
+        .joinpath("advice_examples_translated.yaml")
+        .read_text("utf-8")
+    )
+    return [
+        AdviceExample(
+            str(entry["id"]),
+            str(entry["question"]),
+            sources[str(entry["source"])].label,
+            sources[str(entry["source"])].kind,
+        )
+        for entry in yaml.safe_load(text)
     ]
 
 
@@ -241,8 +273,15 @@ def _unit(vectors: Any) -> _Matrix:
     return unit
 
 
-def _embed(embeddings: Embeddings, texts: Sequence[str]) -> _Matrix:
-    return _unit(embeddings.embed_documents(list(texts)))
+def _embed(embeddings: Embeddings, texts: Sequence[str], *, as_queries: bool = False) -> _Matrix:
+    if not as_queries:
+        return _unit(embeddings.embed_documents(list(texts)))
+    # A model that embeds questions and passages differently (e5's "query: " prefix): the
+    # examples are questions, embedded as the question being judged is.
+    embed_array = getattr(embeddings, "embed_array", None)
+    if embed_array is not None:
+        return _unit(embed_array(list(texts), query=True))
+    return _unit([embeddings.embed_query(text) for text in texts])
 
 
 def _threshold(question: str, catalog: Catalog) -> float:
@@ -279,10 +318,14 @@ class AdviceGate:
         *,
         catalog: Catalog | None = None,
         examples: Sequence[AdviceExample] | None = None,
+        multilingual: Callable[[], Embeddings | None] | None = None,
     ) -> None:
-        """``examples``: instead of the shipped ones (fitted per gate, not cached)."""
+        """``examples``: instead of the shipped ones (fitted per gate, not cached).
+        ``multilingual``: gives the multilingual model that judges a question in another
+        language (loaded on first use), or None."""
         self.embeddings = embeddings
         self.catalog = catalog or catalog_for()
+        self.multilingual = multilingual
         self._examples = list(examples) if examples is not None else None
         self._own: _Model | None = None
 
@@ -304,6 +347,26 @@ class AdviceGate:
             list(examples), vectors, _fit(_features(vectors, questions), _labels(examples))
         )
 
+    def _second_model(self, question: str) -> tuple[Embeddings, _Model] | None:
+        """The multilingual model and the gate fitted on its vectors, for a question in
+        another language; None for English or without such a model."""
+        if self.multilingual is None or self._examples is not None:
+            return None
+        if detect_language(question) == DEFAULT_LANGUAGE:
+            return None
+        embeddings = self.multilingual()
+        if embeddings is None:
+            return None
+        with _MODELS_LOCK:
+            model = _MODELS.get(embeddings)
+            if model is None:
+                examples = [*load_examples(), *load_translated_examples()]
+                questions = [e.question for e in examples]
+                vectors = _embed(embeddings, questions, as_queries=True)
+                weights = _fit(_features(vectors, questions), _labels(examples))
+                model = _MODELS[embeddings] = _Model(examples, vectors, weights)
+        return embeddings, model
+
     def warm_up(self) -> None:
         """Embed the examples and fit now rather than on the first question."""
         self._model()
@@ -311,10 +374,16 @@ class AdviceGate:
     def check(self, question: str, vector: Sequence[float] | None = None) -> AdviceVerdict:
         """The verdict on ``question``; ``vector``: its embedding by this gate's model when
         the caller has it already (the retriever embeds the question with its alternative
-        queries), else it is embedded here."""
-        model = self._model()
+        queries), else it is embedded here. A question in another language is judged by the
+        multilingual model's gate when there is one (``vector`` is then not used)."""
         text = question.strip()
-        unit = _unit(self.embeddings.embed_query(text) if vector is None else vector)[0]
+        second = self._second_model(text)
+        if second is not None:
+            embeddings, model = second
+            unit = _embed(embeddings, [text], as_queries=True)[0]
+        else:
+            model = self._model()
+            unit = _unit(self.embeddings.embed_query(text) if vector is None else vector)[0]
         score = float(_features(unit[None, :], [text])[0] @ model.weights)
         similarities = model.vectors @ unit
         nearest = [
@@ -326,7 +395,8 @@ class AdviceGate:
             for i in np.argsort(-similarities)[:_NEAREST]
         ]
         threshold = _threshold(text, self.catalog)
-        return AdviceVerdict(score > threshold, score, nearest, threshold)
+        judged_by = str(getattr(second[0], "name", "multilingual")) if second else None
+        return AdviceVerdict(score > threshold, score, nearest, threshold, judged_by)
 
 
 def leave_one_out(
