@@ -6,6 +6,7 @@ figures on real data are tests/benchmarks/eval_evidence.py's."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -13,7 +14,7 @@ import pytest
 from langchain_core.embeddings import Embeddings
 
 from pipelines.answering.evidence import Claim, Verdict
-from pipelines.answering.judges import OfflineJudge
+from pipelines.answering.judges import OfflineJudge, judge_key
 from pipelines.answering.passages import SentenceBank
 from pipelines.core.settings import Settings
 
@@ -182,3 +183,52 @@ def test_a_translated_acronym_is_no_symbol_the_passage_lacks(minilm: Embeddings)
         minilm, [("El ARNm de UGT1A1 se traduce en el hígado, según el VIH-1.", UGT1A1)]
     )
     assert verdict.supported
+
+
+# Through the multilingual model (decision 0037): sentences naming no symbol with digits are
+# compared with the passage's sentences too. Each score here is at least 0.04 from the
+# threshold (0.86).
+GERMAN_CRIGLER_NAJJAR = (
+    "Bei der Crigler-Najjar-Krankheit sammelt sich von Geburt an unkonjugiertes Bilirubin im "
+    "Blut an."
+)
+GERMAN_PHENOBARBITAL = "Die Aktivität dieses Enzyms wird durch Phenobarbital gesteigert."
+
+
+@pytest.fixture(scope="module")
+def multilingual(minilm: Embeddings, model_cache: Path) -> Embeddings:
+    from pipelines.core.settings import load_settings
+    from pipelines.index.embeddings import make_multilingual_embeddings
+
+    e5 = make_multilingual_embeddings(load_settings(model_cache=model_cache), minilm)
+    assert e5 is not None
+    return e5
+
+
+def test_a_sentence_in_another_language_is_compared_with_its_passage_through_the_multilingual_model(
+    minilm: Embeddings, multilingual: Embeddings
+) -> None:
+    judge = OfflineJudge(SentenceBank(minilm), multilingual=lambda: multilingual)
+    claims = [
+        Claim(GERMAN_CRIGLER_NAJJAR, 1, UGT1A1),
+        Claim(GERMAN_CRIGLER_NAJJAR, 2, UGT1A4),
+        Claim(GERMAN_PHENOBARBITAL, 2, UGT1A4),
+        Claim(SPANISH, 1, UGT1A1),
+        Claim(SPANISH, 2, UGT1A4),
+    ]
+    verdicts = judge.verdicts(claims)
+    supported = {(c.sentence[:12], c.source_n): verdicts[judge_key(c)].supported for c in claims}
+    assert supported == {
+        (GERMAN_CRIGLER_NAJJAR[:12], 1): True,
+        # No symbol to tell them apart, yet about the other passage: caught now.
+        (GERMAN_CRIGLER_NAJJAR[:12], 2): False,
+        (GERMAN_PHENOBARBITAL[:12], 2): True,
+        (SPANISH[:12], 1): True,
+        (SPANISH[:12], 2): False,  # UGT1A1 is not in UGT1A4's passage
+    }
+    # The quote is the passage sentence the translation says.
+    start, end = verdicts[judge_key(claims[2])].quote_span
+    assert "phenobarbital" in UGT1A4[start:end]
+    # Without the model, the sentence naming no symbol is not flagged, as before.
+    english_only = OfflineJudge(SentenceBank(minilm))
+    assert english_only.verdicts([claims[1]])[judge_key(claims[1])].supported

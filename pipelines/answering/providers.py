@@ -16,7 +16,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -136,10 +136,16 @@ def make_models(
     return model, model
 
 
-def make_judge(settings: Settings, bank: SentenceBank) -> EvidenceJudge:
+def make_judge(
+    settings: Settings,
+    bank: SentenceBank,
+    multilingual: Callable[[], Embeddings | None] | None = None,
+) -> EvidenceJudge:
     """The evidence judge ``evidence_judge`` names: ``offline``, or ``openai:MODEL`` (at
-    ``OPENAI_BASE_URL``, as for ``--llm openai:MODEL``) over the offline judge's quotes."""
-    offline = OfflineJudge(bank, threshold=settings.evidence_threshold)
+    ``OPENAI_BASE_URL``, as for ``--llm openai:MODEL``) over the offline judge's quotes.
+    ``multilingual`` gives the model the offline judge compares a sentence in another
+    language with its passage through (decision 0037)."""
+    offline = OfflineJudge(bank, threshold=settings.evidence_threshold, multilingual=multilingual)
     if settings.evidence_judge == "offline":
         return offline
     key = openai_api_key(

@@ -219,7 +219,7 @@ class AnswerPipeline:
             return None
         from pipelines.answering.providers import make_judge
 
-        return make_judge(self.settings, self.sentence_bank)
+        return make_judge(self.settings, self.sentence_bank, self._multilingual_embeddings)
 
     # --- the checks before any search ----------------------------------------------------
 

@@ -180,7 +180,9 @@ def evaluate_judge(pipeline: AnswerPipeline) -> dict[str, Any]:
     pairs = load_pairs(TRANSLATED_PAIRS)
     texts = source_texts(pipeline.settings, {p["st_id"] for p in pairs})
     judge = OfflineJudge(
-        SentenceBank(pipeline.embeddings), threshold=pipeline.settings.evidence_threshold
+        SentenceBank(pipeline.embeddings),
+        threshold=pipeline.settings.evidence_threshold,
+        multilingual=lambda: make_multilingual_embeddings(pipeline.settings, pipeline.embeddings),
     )
     judged, _ = judge_all(judge, pairs, texts)
     results: dict[str, Any] = {}
