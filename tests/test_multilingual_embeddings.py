@@ -284,3 +284,19 @@ def test_without_sentencepiece_the_error_names_the_install(
     with pytest.raises(ModelError, match="sentencepiece") as caught:
         E5Embeddings(model_cache=tmp_path / "models")
     assert caught.value.fix == "run 'pip install sentencepiece'"
+
+
+def test_a_question_embedded_again_is_looked_up_not_run_again(
+    e5: E5Embeddings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A request's advice gate and its search both embed the question.
+    question = "¿Qué hace ABCA1 en la enfermedad de Tangier?"
+    first = e5.embed_query(question)
+
+    def not_again(*_: Any) -> Any:
+        raise AssertionError("the model ran again for a question it had just embedded")
+
+    monkeypatch.setattr(e5, "_run", not_again)
+    assert e5.embed_query(question) == first
+    with pytest.raises(AssertionError, match="ran again"):
+        e5.embed_query("¿Y qué hace TP53?")

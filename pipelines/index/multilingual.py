@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import re
 import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -33,6 +34,8 @@ _INSTALL_SENTENCEPIECE = "pip install sentencepiece"
 # embedded with their own.
 _QUERY, _PASSAGE = "query: ", "passage: "
 _SPACES = re.compile(" {2,}")
+# Questions whose vectors are kept for the next call (a request's gate, then its search).
+_RECENT_QUERIES = 64
 _Matrix = np.ndarray[Any, np.dtype[np.float32]]
 
 
@@ -91,6 +94,7 @@ class E5Embeddings(Embeddings):
         # once; a text takes it for about 0.1 ms.
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
+        self._recent: OrderedDict[str, tuple[float, ...]] = OrderedDict()
         # Derived and loaded on the first text (about 135 MB, and 18 s the first time on a
         # machine): a process that reads only English never pays for them, though it knows
         # the model's name, tokens and derivation (what a chunk table records of it).
@@ -200,5 +204,15 @@ class E5Embeddings(Embeddings):
         return vectors
 
     def embed_query(self, text: str) -> list[float]:
+        with self._lock:
+            known = self._recent.get(text)
+        if known is not None:
+            return list(known)
         result: list[float] = self.embed_array([text], query=True)[0].tolist()
+        # One request embeds its question twice (the advice gate, then the search): the
+        # second time is a lookup.
+        with self._lock:
+            self._recent[text] = tuple(result)
+            while len(self._recent) > _RECENT_QUERIES:
+                self._recent.popitem(last=False)
         return result

@@ -380,7 +380,8 @@ class AdviceGate:
         second = self._second_model(text)
         if second is not None:
             embeddings, model = second
-            unit = _embed(embeddings, [text], as_queries=True)[0]
+            # As the retriever embeds the question for its search: one vector, looked up there.
+            unit = _unit(embeddings.embed_query(text))[0]
         else:
             model = self._model()
             unit = _unit(self.embeddings.embed_query(text) if vector is None else vector)[0]
