@@ -12,7 +12,6 @@ import importlib.util
 import os
 import threading
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +21,7 @@ from pydantic import SecretStr
 
 from pipelines.core.errors import ConfigurationError, ModelError
 from pipelines.core.settings import Settings
+from pipelines.index._workers import ShareRunner, single_threaded_sessions, unit_vector
 
 __all__ = [
     "MINILM_NAME",
@@ -86,7 +86,6 @@ class MiniLMEmbeddings(Embeddings):
         max_tokens: int = 256,
         workers: int | None = None,
     ) -> None:
-        import onnxruntime
         from tokenizers import Tokenizer
 
         self.name = MINILM_Q8_NAME if quantized else MINILM_NAME
@@ -105,21 +104,10 @@ class MiniLMEmbeddings(Embeddings):
         self._tokenizer = Tokenizer.from_file(str(tokenizer_path))
         self._tokenizer.enable_truncation(max_length=max_tokens)
         self._tokenizer.no_padding()
-        options = onnxruntime.SessionOptions()
-        options.intra_op_num_threads = 1
-        options.inter_op_num_threads = 1
-        options.log_severity_level = 3
-        # InferenceSession.run may be called from several threads at once; one session per
-        # worker only so that each worker has a core's worth of work of its own.
-        self._sessions = [
-            onnxruntime.InferenceSession(
-                str(model_path), options, providers=["CPUExecutionProvider"]
-            )
-            for _ in range(self.workers)
-        ]
+        self._sessions = single_threaded_sessions(model_path, self.workers)
         # The tokenizer object is not safe to share between threads mid-call.
         self._lock = threading.Lock()
-        self._pool: ThreadPoolExecutor | None = None
+        self._runner = ShareRunner("minilm")
 
     def _run(self, session: Any, tokens: Sequence[int]) -> _Matrix:
         ids = np.asarray([tokens], dtype=np.int64)
@@ -127,41 +115,15 @@ class MiniLMEmbeddings(Embeddings):
             ["last_hidden_state"],
             {"input_ids": ids, "attention_mask": np.ones_like(ids), "token_type_ids": ids * 0},
         )
-        pooled = hidden[0].mean(axis=0)
-        result: _Matrix = (pooled / max(float(np.linalg.norm(pooled)), 1e-12)).astype(np.float32)
-        return result
-
-    def _embed_share(
-        self, session: Any, tokens: list[list[int]], share: list[int], vectors: _Matrix
-    ) -> None:
-        for index in share:
-            vectors[index] = self._run(session, tokens[index])
+        return unit_vector(hidden[0].mean(axis=0))
 
     def embed_array(self, texts: Sequence[str]) -> _Matrix:
         """The embeddings of ``texts`` as one float32 array, one row per text."""
-        vectors: _Matrix = np.empty((len(texts), self.dimensions), dtype=np.float32)
         if not texts:
-            return vectors
+            return np.empty((0, self.dimensions), dtype=np.float32)
         with self._lock:
             tokens = [encoding.ids for encoding in self._tokenizer.encode_batch(list(texts))]
-        # Sorted by length, so every worker's share is alike.
-        order = sorted(range(len(texts)), key=lambda index: len(tokens[index]))
-        used = min(self.workers, len(order))
-        shares = [order[worker::used] for worker in range(used)]
-        if used == 1:
-            self._embed_share(self._sessions[0], tokens, shares[0], vectors)
-            return vectors
-        if self._pool is None:
-            with self._lock:
-                if self._pool is None:
-                    self._pool = ThreadPoolExecutor(self.workers, "minilm")
-        jobs = [
-            self._pool.submit(self._embed_share, self._sessions[worker], tokens, share, vectors)
-            for worker, share in enumerate(shares)
-        ]
-        for job in jobs:
-            job.result()
-        return vectors
+        return self._runner.run(self._sessions, tokens, self._run, self.dimensions)
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         vectors: list[list[float]] = self.embed_array(texts).tolist()

@@ -15,7 +15,6 @@ import re
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +23,7 @@ from langchain_core.embeddings import Embeddings
 
 from pipelines.core.errors import ConfigurationError, ModelError
 from pipelines.index._e5_bin import E5File, dequantize_q4_0
+from pipelines.index._workers import ShareRunner, single_threaded_sessions, unit_vector
 
 __all__ = ["E5_Q8_NAME", "E5Embeddings"]
 
@@ -93,7 +93,7 @@ class E5Embeddings(Embeddings):
         # sentencepiece does not promise that one processor may encode in several threads at
         # once; a text takes it for about 0.1 ms.
         self._lock = threading.Lock()
-        self._pool: ThreadPoolExecutor | None = None
+        self._runner = ShareRunner("e5")
         self._recent: OrderedDict[str, tuple[float, ...]] = OrderedDict()
         # Derived and loaded on the first text (about 135 MB, and 18 s the first time on a
         # machine): a process that reads only English never pays for them, though it knows
@@ -112,7 +112,6 @@ class E5Embeddings(Embeddings):
         with self._loading:
             if self._loaded.is_set():
                 return
-            import onnxruntime
             import sentencepiece
 
             from pipelines.index._e5_derive import derived_files
@@ -123,16 +122,7 @@ class E5Embeddings(Embeddings):
             self._tokenizer = sentencepiece.SentencePieceProcessor(
                 model_file=str(derived.tokenizer)
             )
-            options = onnxruntime.SessionOptions()
-            options.intra_op_num_threads = 1
-            options.inter_op_num_threads = 1
-            options.log_severity_level = 3
-            self._sessions = [
-                onnxruntime.InferenceSession(
-                    str(derived.graph), options, providers=["CPUExecutionProvider"]
-                )
-                for _ in range(self.workers)
-            ]
+            self._sessions = single_threaded_sessions(derived.graph, self.workers)
             self._loaded.set()
 
     def token_ids(self, text: str, *, query: bool = False) -> list[int]:
@@ -163,41 +153,18 @@ class E5Embeddings(Embeddings):
         # Only the rows of this text's tokens are read from the map and dequantized.
         words = dequantize_q4_0(self._words[np.asarray(tokens)], self._weights.hidden)
         (pooled,) = session.run(["mean_hidden"], {"word_embeddings": words[np.newaxis]})
-        vector = pooled[0]
-        result: _Matrix = (vector / max(float(np.linalg.norm(vector)), 1e-12)).astype(np.float32)
-        return result
-
-    def _embed_share(
-        self, session: Any, tokens: list[list[int]], share: list[int], vectors: _Matrix
-    ) -> None:
-        for index in share:
-            vectors[index] = self._run(session, tokens[index])
+        return unit_vector(pooled[0])
 
     def embed_array(self, texts: Sequence[str], *, query: bool = False) -> _Matrix:
         """The embeddings of ``texts`` (as passages, or as queries) as one float32 array."""
-        vectors: _Matrix = np.empty((len(texts), self.dimensions), dtype=np.float32)
         if not texts:
-            return vectors
-        self._load()
-        tokens = [self.token_ids(text, query=query) for text in texts]
-        # Sorted by length, so every worker's share is alike.
-        order = sorted(range(len(texts)), key=lambda index: len(tokens[index]))
-        used = min(self.workers, len(order))
-        shares = [order[worker::used] for worker in range(used)]
-        if used == 1:
-            self._embed_share(self._sessions[0], tokens, shares[0], vectors)
-            return vectors
-        if self._pool is None:
-            with self._lock:
-                if self._pool is None:
-                    self._pool = ThreadPoolExecutor(self.workers, "e5")
-        jobs = [
-            self._pool.submit(self._embed_share, self._sessions[worker], tokens, share, vectors)
-            for worker, share in enumerate(shares)
-        ]
-        for job in jobs:
-            job.result()
-        return vectors
+            return np.empty((0, self.dimensions), dtype=np.float32)
+        tokens = [self.token_ids(text, query=query) for text in texts]  # loads the model
+        return self._runner.run(self._sessions, tokens, self._run, self.dimensions)
+
+    def embed_query_array(self, texts: Sequence[str]) -> _Matrix:
+        """The embeddings of ``texts`` as questions ("query: "), as one float32 array."""
+        return self.embed_array(texts, query=True)
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         vectors: list[list[float]] = self.embed_array(texts).tolist()
