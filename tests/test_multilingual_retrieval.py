@@ -130,7 +130,8 @@ def test_a_table_holds_each_rows_multilingual_vector_and_searches_by_it(tmp_path
     }
     query = np.asarray(model.embed_documents([texts[1]]), dtype=np.float32)
     assert table.nearest(query, 1, multilingual=True) == [[1]]
-    record = table.read([2])[0]
+    assert table.read([2])[0].multilingual is None  # read only when a search asks
+    record = table.read([2], multilingual=True)[0]
     assert record.multilingual is not None
     assert np.allclose(record.multilingual, model.embed_documents([texts[2]])[0], atol=1e-6)
 

@@ -37,6 +37,7 @@ from langchain_core.messages import HumanMessage, SystemMessage
 from pipelines.answering.evidence import Claim, Verdict
 from pipelines.answering.passages import PassageSentences, SentenceBank, embed
 from pipelines.answering.sentences import clean_sentence
+from pipelines.index.chunk_sentences import query_vectors
 from pipelines.language import DEFAULT_LANGUAGE, detect_language
 from pipelines.retrieval.expander import STOPWORDS
 
@@ -244,13 +245,7 @@ class OfflineJudge:
             known = {text: self._memo[text] for text in texts if text in self._memo}
         missing = list(dict.fromkeys(text for text in texts if text not in known))
         if missing:
-            embed_array = getattr(model, "embed_array", None)
-            found = (
-                embed_array(missing, query=True)
-                if embed_array is not None
-                else [model.embed_query(text) for text in missing]
-            )
-            fresh = dict(zip(missing, np.asarray(found, dtype=np.float32), strict=True))
+            fresh = dict(zip(missing, query_vectors(model, missing), strict=True))
             known.update(fresh)
             with self._memo_lock:
                 if len(self._memo) + len(fresh) > _MULTILINGUAL_MEMO:

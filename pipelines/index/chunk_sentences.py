@@ -60,6 +60,7 @@ __all__ = [
     "loaded_sentences",
     "model_name",
     "model_vectors",
+    "query_vectors",
     "text_key",
     "unit_rows",
     "work_out",
@@ -94,6 +95,15 @@ def model_vectors(embeddings: Embeddings, texts: Sequence[str]) -> _Matrix:
     as_array = getattr(embeddings, "embed_array", None)
     raw = as_array(list(texts)) if callable(as_array) else embeddings.embed_documents(list(texts))
     return np.asarray(raw, dtype=np.float32)
+
+
+def query_vectors(embeddings: Embeddings, texts: Sequence[str]) -> _Matrix:
+    """The model's vectors of ``texts`` embedded as questions, as float32 rows: for a model
+    that embeds a question unlike a passage (e5's "query: "), its array form when it has one."""
+    as_array = getattr(embeddings, "embed_query_array", None)
+    if callable(as_array):
+        return np.asarray(as_array(list(texts)), dtype=np.float32)
+    return np.asarray([embeddings.embed_query(text) for text in texts], dtype=np.float32)
 
 
 def embed(embeddings: Embeddings, texts: Sequence[str]) -> _Matrix:

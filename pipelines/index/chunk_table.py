@@ -48,6 +48,7 @@ from pipelines.index.chunk_sentences import (
     StoredSentences,
     VectorMemo,
     model_name,
+    model_vectors,
     work_out,
 )
 
@@ -109,14 +110,6 @@ def multilingual_key(embeddings: Embeddings) -> dict[str, Any]:
 
 def _max_tokens(embeddings: Embeddings) -> int:
     return int(getattr(embeddings, "max_tokens", 0))
-
-
-def _embed_passages(embeddings: Embeddings, texts: Sequence[str]) -> _Vectors:
-    embed_array = getattr(embeddings, "embed_array", None)
-    if embed_array is not None:
-        vectors: _Vectors = np.asarray(embed_array(list(texts)), dtype=np.float32)
-        return vectors
-    return np.asarray(embeddings.embed_documents(list(texts)), dtype=np.float32)
 
 
 @functools.cache
@@ -191,26 +184,16 @@ class ChunkTableWriter:
         if self._sentences is not None and sentences is not None:
             self._sentences.add(texts, sentences)
         if self._vectors is None:
-            self._vectors = np.lib.format.open_memmap(
-                self._folder / _VECTORS,
-                mode="w+",
-                dtype=np.float32,
-                shape=(self._rows, block.shape[1]),
-            )
+            self._vectors = _rows_file(self._folder / _VECTORS, self._rows, block)
         self._vectors[self._written : end] = block
         if self._multilingual is not None:
             if multilingual is None:
                 if indexed is None or len(indexed) != len(texts):
                     raise ValueError("a table with multilingual vectors needs each row's text")
-                multilingual = _embed_passages(self._multilingual, indexed)
+                multilingual = model_vectors(self._multilingual, indexed)
             second = np.asarray(multilingual, dtype=np.float32)
             if self._second is None:
-                self._second = np.lib.format.open_memmap(
-                    self._folder / _MULTILINGUAL,
-                    mode="w+",
-                    dtype=np.float32,
-                    shape=(self._rows, second.shape[1]),
-                )
+                self._second = _rows_file(self._folder / _MULTILINGUAL, self._rows, second)
             self._second[self._written : end] = second
         position = int(self._offsets[self._written])
         for row, (text, metadata) in enumerate(zip(texts, metadatas, strict=True)):
@@ -241,6 +224,14 @@ class ChunkTableWriter:
             self._second = None
             done["multilingual"] = multilingual_key(self._multilingual)
         _write_done(self._folder, done)
+
+
+def _rows_file(path: Path, rows: int, block: _Vectors) -> np.memmap[Any, np.dtype[np.float32]]:
+    """A float32 .npy file of ``rows`` rows as wide as ``block``'s, mapped for writing (rows
+    go straight to disk, not held in memory)."""
+    return np.lib.format.open_memmap(
+        path, mode="w+", dtype=np.float32, shape=(rows, block.shape[1])
+    )
 
 
 def _write_done(folder: Path, done: dict[str, Any]) -> None:
@@ -320,13 +311,14 @@ class ChunkTable:
             found.append([int(row) for row in best[np.argsort(-column[best], kind="stable")]])
         return found
 
-    def read(self, rows: Sequence[int]) -> list[ChunkRecord]:
-        """The records of ``rows``, in that order."""
+    def read(self, rows: Sequence[int], *, multilingual: bool = False) -> list[ChunkRecord]:
+        """The records of ``rows``, in that order; with ``multilingual``, each with its
+        multilingual vector when the table holds them (only a search through that model
+        reads them)."""
         wanted = np.asarray(rows, dtype=np.int64)
         vectors = np.asarray(self.vectors[wanted])
-        second = (
-            np.asarray(self.multilingual.vectors[wanted]) if self.multilingual is not None else None
-        )
+        held = self.multilingual if multilingual else None
+        second = np.asarray(held.vectors[wanted]) if held is not None else None
         found = []
         for position, row in enumerate(rows):
             record = json.loads(self._records[self._offsets[row] : self._offsets[row + 1]])
@@ -420,24 +412,22 @@ def add_multilingual(folder: Path, embeddings: Embeddings) -> bool:
     # A new file under a new name: a reader may have the old one mapped.
     partial = folder / f".{_MULTILINGUAL}.{os.getpid()}"
     try:
-        shape = (len(table), embeddings_dimensions(embeddings))
-        second = np.lib.format.open_memmap(partial, mode="w+", dtype=np.float32, shape=shape)
+        second = None  # opened once the first rows give the vectors' width
         for start in range(0, len(table), _MULTILINGUAL_BATCH):
             rows = range(start, min(start + _MULTILINGUAL_BATCH, len(table)))
-            texts = [indexed_text(*table.record(row)) for row in rows]
-            second[start : start + len(texts)] = _embed_passages(embeddings, texts)
-        second.flush()
-        del second
+            block = model_vectors(embeddings, [indexed_text(*table.record(row)) for row in rows])
+            if second is None:
+                second = _rows_file(partial, len(table), block)
+            second[start : start + len(block)] = block
+        if second is None:  # no rows at all
+            with partial.open("wb") as empty:
+                np.save(empty, np.zeros((0, 0), dtype=np.float32))
+        else:
+            second.flush()
+            del second
         partial.replace(folder / _MULTILINGUAL)
     except BaseException:
         partial.unlink(missing_ok=True)
         raise
     _write_done(folder, {**done, "multilingual": key})
     return True
-
-
-def embeddings_dimensions(embeddings: Embeddings) -> int:
-    dimensions = getattr(embeddings, "dimensions", None)
-    if isinstance(dimensions, int):
-        return dimensions
-    return len(embeddings.embed_query("dimensions"))

@@ -36,7 +36,13 @@ from pipelines.core.errors import ConfigurationError, InputError
 from pipelines.core.hashing import joined_digest
 from pipelines.core.settings import Settings
 from pipelines.index import store
-from pipelines.index.chunk_sentences import PassageSentences, VectorMemo, model_name, work_out
+from pipelines.index.chunk_sentences import (
+    PassageSentences,
+    VectorMemo,
+    model_name,
+    model_vectors,
+    work_out,
+)
 from pipelines.index.chunk_table import (
     ChunkTable,
     ChunkTableWriter,
@@ -46,7 +52,7 @@ from pipelines.index.chunk_table import (
 )
 from pipelines.index.embeddings import MiniLMEmbeddings, make_multilingual_embeddings
 from pipelines.index.keyword_index import KeywordIndex
-from pipelines.index.version_index import copy_rows, indexed_text, locked
+from pipelines.index.version_index import VersionIndex, copy_rows, indexed_text, locked
 
 __all__ = [
     "CollectionFiles",
@@ -331,14 +337,11 @@ def _previous_multilingual(
     (None when it has none from this model)."""
     if previous is None or model is None:
         return lambda _: None
-    folder = store.keyword_index_dir(settings, previous.name)
-    table = ChunkTable.load(folder)
-    if table is None or table.multilingual is None:
+    index = VersionIndex.load(store.keyword_index_dir(settings, previous.name))
+    held = index.table.multilingual if index is not None and index.table is not None else None
+    if index is None or held is None or held.describe() != multilingual_key(model):
         return lambda _: None
-    if table.multilingual.describe() != multilingual_key(model):
-        return lambda _: None
-    rows = {chunk_id: row for row, chunk_id in enumerate(KeywordIndex.load(folder).chunk_ids)}
-    vectors = table.multilingual.vectors
+    rows, vectors = index.rows, held.vectors
 
     def find(chunk_id: str) -> _Vector | None:
         row = rows.get(chunk_id)
@@ -364,10 +367,8 @@ def _multilingual_block(
             found[chunk.id] = vector
     fresh = [chunk for chunk in batch if chunk.id not in found]
     if fresh:
-        embed_array = getattr(model, "embed_array", None)
-        texts = [chunk.embed_text for chunk in fresh]
-        vectors = embed_array(texts) if embed_array is not None else model.embed_documents(texts)
-        found.update(zip((chunk.id for chunk in fresh), np.asarray(vectors), strict=True))
+        vectors = model_vectors(model, [chunk.embed_text for chunk in fresh])
+        found.update(zip((chunk.id for chunk in fresh), vectors, strict=True))
     return np.stack([found[chunk.id] for chunk in batch]).astype(np.float32)
 
 
@@ -455,11 +456,9 @@ def _ingest_one(
         summary.seconds = time.perf_counter() - started
         return summary
 
+    unchanged = {c.id for c in chunks if old_chunks.get(c.id) == c.metadata["content_hash"]}
     reusable = (
-        _old_embeddings(
-            previous,
-            [c.id for c in chunks if old_chunks.get(c.id) == c.metadata["content_hash"]],
-        )
+        _old_embeddings(previous, [c.id for c in chunks if c.id in unchanged])
         if previous is not None and same_model
         else {}
     )
@@ -469,7 +468,6 @@ def _ingest_one(
     sentences_model = model_name(embeddings)
     known = _previous_sentences(settings, previous if same_model else None, sentences_model)
     memo = VectorMemo()
-    unchanged = {c.id for c in chunks if old_chunks.get(c.id) == c.metadata["content_hash"]}
     known_multilingual = _previous_multilingual(settings, previous, multilingual)
     version = store.new_version_name(sources.name)
     collection = client.create_collection(

@@ -46,6 +46,7 @@ import yaml
 from langchain_core.embeddings import Embeddings
 
 from pipelines.catalog.catalog import Catalog, catalog_for
+from pipelines.index.chunk_sentences import query_vectors
 from pipelines.language import DEFAULT_LANGUAGE, detect_language
 
 __all__ = [
@@ -273,15 +274,8 @@ def _unit(vectors: Any) -> _Matrix:
     return unit
 
 
-def _embed(embeddings: Embeddings, texts: Sequence[str], *, as_queries: bool = False) -> _Matrix:
-    if not as_queries:
-        return _unit(embeddings.embed_documents(list(texts)))
-    # A model that embeds questions and passages differently (e5's "query: " prefix): the
-    # examples are questions, embedded as the question being judged is.
-    embed_array = getattr(embeddings, "embed_array", None)
-    if embed_array is not None:
-        return _unit(embed_array(list(texts), query=True))
-    return _unit([embeddings.embed_query(text) for text in texts])
+def _embed(embeddings: Embeddings, texts: Sequence[str]) -> _Matrix:
+    return _unit(embeddings.embed_documents(list(texts)))
 
 
 def _threshold(question: str, catalog: Catalog) -> float:
@@ -362,7 +356,9 @@ class AdviceGate:
             if model is None:
                 examples = [*load_examples(), *load_translated_examples()]
                 questions = [e.question for e in examples]
-                vectors = _embed(embeddings, questions, as_queries=True)
+                # Embedded as the question being judged is: e5 reads a question unlike a
+                # passage ("query: ").
+                vectors = _unit(query_vectors(embeddings, questions))
                 weights = _fit(_features(vectors, questions), _labels(examples))
                 model = _MODELS[embeddings] = _Model(examples, vectors, weights)
         return embeddings, model

@@ -95,7 +95,7 @@ _Matrix = np.ndarray[Any, np.dtype[np.float32]]
 
 @dataclass(frozen=True)
 class _SecondSearch:
-    """A question's queries embedded by the multilingual model, and what a chunk table
+    """The question embedded by the multilingual model (one row), and what a chunk table
     records of that model (its vectors are searched only where they match)."""
 
     vectors: _Matrix
@@ -373,7 +373,7 @@ class ReactomeRetriever(BaseRetriever):
         scored: dict[tuple[str, str], ScoredChunk] = {}
         for name, ids in wanted.items():
             blend = second is not None and bool(by_collection[name].multilingual)
-            for chunk_id, record in self._read_chunks(versions[name], ids):
+            for chunk_id, record in self._read_chunks(versions[name], ids, multilingual=blend):
                 key = (name, chunk_id)
                 similarity = float(record.vector @ question_vector)
                 if blend and second is not None and record.multilingual is not None:
@@ -442,14 +442,16 @@ class ReactomeRetriever(BaseRetriever):
         )
 
     def _read_chunks(
-        self, version: store.StoredVersion, ids: list[str]
+        self, version: store.StoredVersion, ids: list[str], *, multilingual: bool = False
     ) -> Iterator[tuple[str, ChunkRecord]]:
         """Text, metadata and vector of each chunk of ``ids`` that exists: from the version's
-        chunk table, or from Chroma for a version ingested before tables existed."""
+        chunk table (with its multilingual vector too, when asked), or from Chroma for a
+        version ingested before tables existed."""
         index = self.version_index(version)
         if index.table is not None:
             present = [chunk_id for chunk_id in ids if chunk_id in index.rows]
-            records = index.table.read([index.rows[chunk_id] for chunk_id in present])
+            rows = [index.rows[chunk_id] for chunk_id in present]
+            records = index.table.read(rows, multilingual=multilingual)
             yield from zip(present, records, strict=True)
             return
         included: Any = ["documents", "metadatas", "embeddings"]
