@@ -446,7 +446,9 @@ def test_every_translated_example_is_decided_as_its_source_and_far_from_the_thre
     multilingual_gate: AdviceGate,
 ) -> None:
     examples = load_translated_examples()
-    assert len(examples) == 210
+    # 45 examples, each in all seven languages
+    assert len(examples) == 45 * 7
+    assert {e.id.rsplit("-", 1)[1] for e in examples} == {"es", "pt", "fr", "de", "it", "zh", "ja"}
     verdicts = {example.id: multilingual_gate.check(example.question) for example in examples}
     assert {v.embeddings for v in verdicts.values()} == {"multilingual-e5-small-q8"}
     wrong = [e.id for e in examples if verdicts[e.id].refused != (e.label == "advice")]

@@ -33,6 +33,7 @@ from pipelines.language import (
     _detector,
     _texts,
     detect_language,
+    english_gloss,
     fixed_text,
     normalize_language,
 )
@@ -319,3 +320,72 @@ def test_an_unknown_key_or_a_missing_field_is_an_error() -> None:
 
 def test_the_default_language_is_english() -> None:
     assert DEFAULT_LANGUAGE == "en" == SUPPORTED_LANGUAGES[0]
+
+
+# --- the English of a Chinese or Japanese question's words ---------------------------------
+
+
+@pytest.mark.parametrize(
+    ("question", "words"),
+    [
+        # the words a keyword search needs, whole, with the symbols and variants as written
+        ("白喉毒素如何阻断蛋白质合成？", ["diphtheria", "toxin", "protein"]),  # noqa: RUF001
+        ("尿素循环", ["urea", "cycle"]),
+        ("ABCA1在胆固醇外流中的作用", ["ABCA1", "cholesterol", "outflow"]),
+        ("BRAF V600E 是如何驱动黑色素瘤的", ["BRAF", "V600E", "melanin"]),
+        # Japanese kanji compounds, through the dictionary's traditional forms too
+        ("尿素回路を動かす酵素", ["urea", "enzyme"]),
+        ("血友病と甲状腺ホルモン", ["hemophilia", "thyroid"]),
+    ],
+)
+def test_a_han_character_questions_words_are_given_in_english(
+    question: str, words: list[str]
+) -> None:
+    gloss = english_gloss(question).split()
+    assert set(words) <= set(gloss), gloss
+    # in the question's order
+    assert sorted(words, key=gloss.index) == words
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "What does ABCA1 do?",
+        "¿Qué causa la enfermedad de Tangier?",  # Latin letters only: nothing to look up
+        "タンパク質",  # katakana loanwords are left alone (and 質 alone is one character)
+        "",
+    ],
+)
+def test_a_question_without_han_words_in_the_dictionary_gets_nothing_of_its_own(
+    question: str,
+) -> None:
+    gloss = english_gloss(question)
+    assert not set(gloss.split()) - set(question.replace("?", " ").split())
+    assert english_gloss("What does ABCA1 do?") == ""
+
+
+def test_the_dictionary_is_loaded_once_by_threads_that_ask_together(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from pipelines.language import _glossary
+
+    loads: list[int] = []
+    real = _glossary._load
+
+    def counted() -> dict[str, str]:
+        loads.append(1)
+        return real()
+
+    monkeypatch.setattr(_glossary, "_table", None)
+    monkeypatch.setattr(_glossary, "_load", counted)
+    results: list[str] = []
+    threads = [
+        threading.Thread(target=lambda: results.append(english_gloss("尿素循环"))) for _ in range(4)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert results == [english_gloss("尿素循环")] * 4
+    assert "urea" in results[0]
+    assert loads == [1]

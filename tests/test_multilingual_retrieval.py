@@ -26,6 +26,7 @@ from pipelines.index.chunk_table import ChunkTable, ChunkTableWriter, add_multil
 from pipelines.index.embeddings import MULTILINGUAL_MAX_TOKENS, make_multilingual_embeddings
 from pipelines.index.multilingual import E5Embeddings
 from pipelines.index.version_index import build_from_store
+from pipelines.language import english_gloss
 from pipelines.pipeline import AnswerPipeline
 from pipelines.retrieval.expander import rule_expansion
 from pipelines.retrieval.ranking import blended_similarity
@@ -38,6 +39,8 @@ TANGIER = {
     "zh": "唐吉尔病是由什么引起的？ABCA1有什么作用？",  # noqa: RUF001 (as a Chinese or Japanese asker writes it)
     "ja": "タンジール病の原因は何ですか？ABCA1は何をしますか？",  # noqa: RUF001 (as a Chinese or Japanese asker writes it)
 }
+CHOLESTEROL_EN = "How does ABCA1 move cholesterol out of cells?"
+CHOLESTEROL_ZH = "ABCA1是如何把胆固醇运出细胞的？"  # noqa: RUF001 (as a Chinese or Japanese asker writes it)
 EXPORT_ZH = "我想导出一张通路图，应该怎么做？"  # noqa: RUF001 (as a Chinese or Japanese asker writes it)
 
 
@@ -229,6 +232,31 @@ def test_the_record_ranks_a_translated_questions_candidates_by_the_multilingual_
     assert all(rank["multilingual"] is None for c in ranked for rank in c["ranks"][1:])
     english = record(ENGLISH)
     assert all("multilingual" not in rank for c in english["candidates"] for rank in c["ranks"])
+
+
+def test_a_chinese_or_japanese_questions_words_are_searched_in_english_too(
+    sample_home: Path, minilm: Embeddings
+) -> None:
+    def queries(retriever: ReactomeRetriever, question: str) -> list[str]:
+        found = rule_expansion(question, [], max_queries=3, catalog=retriever.catalog)
+        _, kept = retriever.search_recorded(
+            found, found.collections, 10, question=question, cite_urls=False
+        )
+        assert kept is not None
+        return list(kept["queries"])
+
+    on = _retriever(sample_home, minilm)
+    # The record shows the query the dictionary wrote, after the expander's own.
+    chinese = queries(on, CHOLESTEROL_ZH)
+    assert chinese[-1] == english_gloss(CHOLESTEROL_ZH)
+    assert {"ABCA1", "cholesterol"} <= set(chinese[-1].split())
+    assert len(queries(on, TANGIER["ja"])) == len(chinese)
+    # Not for a question in Latin letters, nor with the multilingual search off.
+    assert not any("cholesterol" in q for q in queries(on, TANGIER["es"]))
+    off = _retriever(sample_home, minilm, multilingual=False)
+    assert english_gloss(CHOLESTEROL_ZH) not in queries(off, CHOLESTEROL_ZH)
+    # What it finds: the English keyword evidence puts the cholesterol-efflux sources first.
+    assert set(_ids(on, CHOLESTEROL_ZH)[:3]) & set(_ids(on, CHOLESTEROL_EN)[:3])
 
 
 def test_a_table_built_from_the_store_holds_the_same_multilingual_vectors(

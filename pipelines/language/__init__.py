@@ -5,6 +5,8 @@
 - :func:`normalize_language`: a request's ``language`` value ("es-MX", "pt-BR", "zh-Hans") as
   a supported primary tag, or None for the caller to refuse, naming the supported ones
   (``_tags``).
+- :func:`english_gloss`: a Chinese or Japanese question's words in English, from a
+  dictionary, for the keyword search (``_glossary``, decision 0037).
 - :func:`fixed_text`: a refusal, "nothing found" or heading in a language, from
   ``texts/<tag>.yaml``, English standing in for what is not translated (``_texts``).
 
@@ -12,6 +14,7 @@ Decision 0035 records the detectors measured and why this one.
 """
 
 from pipelines.language._detector import MIN_CONFIDENCE, detect_language
+from pipelines.language._glossary import english_gloss
 from pipelines.language._letters import MIN_LETTERS
 from pipelines.language._tags import DEFAULT_LANGUAGE, SUPPORTED_LANGUAGES, normalize_language
 from pipelines.language._texts import fixed_text
@@ -22,6 +25,7 @@ __all__ = [
     "MIN_LETTERS",
     "SUPPORTED_LANGUAGES",
     "detect_language",
+    "english_gloss",
     "fixed_text",
     "normalize_language",
 ]

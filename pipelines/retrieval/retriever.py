@@ -15,7 +15,9 @@ order of the returned documents is the sources' numbering.
 A question in another language than English is also searched through the multilingual model
 when one is configured and the chunk tables hold its vectors (decision 0037): its ranked lists
 join the fusion, and a chunk's similarity is the better of the two models', the multilingual
-one's brought onto the English model's scale (``ranking.blended_similarity``).
+one's brought onto the English model's scale (``ranking.blended_similarity``). A Chinese or
+Japanese question also gets its words' English from a dictionary as one more query
+(``pipelines.language.english_gloss``), so that the keyword search has words to match.
 
 Before it returns, the retriever sends the candidates it considered and what became of each
 (kept with the number the handler gives it, or why it was dropped) as the custom callback
@@ -25,6 +27,7 @@ event ``reactome-answers:retrieval``, which the event log keeps (``retrieval_rec
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -51,7 +54,7 @@ from pipelines.index import store
 from pipelines.index.chunk_table import ChunkRecord, multilingual_key
 from pipelines.index.keyword_index import keyword_tokens
 from pipelines.index.version_index import VersionIndex
-from pipelines.language import DEFAULT_LANGUAGE, detect_language
+from pipelines.language import DEFAULT_LANGUAGE, detect_language, english_gloss
 from pipelines.retrieval.advice import AdviceGate
 from pipelines.retrieval.expander import Expansion
 from pipelines.retrieval.expander_run import (
@@ -91,6 +94,10 @@ Ranking = Literal["dense", "bm25", "hybrid", "hybrid_rerank"]
 RANKINGS: tuple[Ranking, ...] = ("dense", "bm25", "hybrid", "hybrid_rerank")
 
 _Matrix = np.ndarray[Any, np.dtype[np.float32]]
+
+
+# The languages written in Han characters, whose words a dictionary gives in English.
+_GLOSSED = frozenset({"zh", "ja"})
 
 
 @dataclass(frozen=True)
@@ -226,6 +233,19 @@ class ReactomeRetriever(BaseRetriever):
         vector = np.asarray(model.embed_query(expansion.queries[0]), dtype=np.float32)
         return _SecondSearch(vector[np.newaxis], multilingual_key(model))
 
+    def _with_english_gloss(self, expansion: Expansion, question: str | None) -> Expansion:
+        """``expansion`` with the English of a Chinese or Japanese question's words as one
+        more query, where the multilingual search is on."""
+        if self.multilingual is None or self.ranking == "dense":
+            return expansion
+        asked = question if question is not None else expansion.queries[0]
+        if detect_language(asked) not in _GLOSSED or self._multilingual_model() is None:
+            return expansion
+        gloss = english_gloss(expansion.queries[0])
+        if not gloss or gloss in expansion.queries:
+            return expansion
+        return dataclasses.replace(expansion, queries=[*expansion.queries, gloss])
+
     @property
     def catalog(self) -> Catalog:
         """The collections the settings declare (bundled, plus ``collections_path``)."""
@@ -300,6 +320,7 @@ class ReactomeRetriever(BaseRetriever):
         versions: Mapping[str, str] | None,
         record_cite_urls: bool | None,
     ) -> tuple[list[Document], dict[str, Any] | None]:
+        expansion = self._with_english_gloss(expansion, question)
         vectors = np.asarray(self.embeddings.embed_documents(expansion.queries), dtype=np.float32)
         if self.advice_gate is not None and question is not None:
             same = expansion.queries[0].strip() == question.strip()
