@@ -29,7 +29,10 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import functools
+import os
+import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -98,6 +101,22 @@ _Matrix = np.ndarray[Any, np.dtype[np.float32]]
 
 # The languages written in Han characters, whose words a dictionary gives in English.
 _GLOSSED = frozenset({"zh", "ja"})
+
+
+_beside_pool: ThreadPoolExecutor | None = None
+_beside_lock = threading.Lock()
+
+
+def _beside() -> ThreadPoolExecutor:
+    """The threads that embed a question by the multilingual model beside the English one
+    (one per core: each embedding is single-threaded)."""
+    global _beside_pool
+    with _beside_lock:
+        if _beside_pool is None:
+            _beside_pool = ThreadPoolExecutor(
+                os.cpu_count() or 1, thread_name_prefix="multilingual-question"
+            )
+        return _beside_pool
 
 
 @dataclass(frozen=True)
@@ -217,34 +236,32 @@ class ReactomeRetriever(BaseRetriever):
     def _multilingual_model(self) -> Embeddings | None:
         return self.multilingual() if self.multilingual is not None else None
 
-    def _second_search(self, expansion: Expansion, question: str | None) -> _SecondSearch | None:
-        """The multilingual search of a question not in English, or None."""
-        if self.multilingual is None or self.ranking == "bm25":
-            return None
-        asked = question if question is not None else expansion.queries[0]
-        if detect_language(asked) == DEFAULT_LANGUAGE:
-            return None
+    def _across_languages(
+        self, expansion: Expansion, question: str | None
+    ) -> tuple[Expansion, Future[list[float]] | None, Embeddings | None]:
+        """For a question not in English, where the multilingual search is on: the expansion
+        with the English of a Chinese or Japanese question's words as one more query, and the
+        multilingual model's vector of the question, started in the background (with the
+        model). Otherwise the expansion as it is, and None."""
+        if self.multilingual is None:
+            return expansion, None, None
+        language = detect_language(question if question is not None else expansion.queries[0])
+        if language == DEFAULT_LANGUAGE:
+            return expansion, None, None
         model = self._multilingual_model()
         if model is None:
-            return None
+            return expansion, None, None
+        if language in _GLOSSED and self.ranking != "dense":
+            gloss = english_gloss(expansion.queries[0])
+            if gloss and gloss not in expansion.queries:
+                expansion = dataclasses.replace(expansion, queries=[*expansion.queries, gloss])
+        if self.ranking == "bm25":
+            return expansion, None, None
         # The question as asked (or made standalone) only: the alternative queries are its
         # content words, or a generative expander's rewrites, which the English model reads;
         # embedding them too cost a fifth more time for no better ranking (decision 0037).
-        vector = np.asarray(model.embed_query(expansion.queries[0]), dtype=np.float32)
-        return _SecondSearch(vector[np.newaxis], multilingual_key(model))
-
-    def _with_english_gloss(self, expansion: Expansion, question: str | None) -> Expansion:
-        """``expansion`` with the English of a Chinese or Japanese question's words as one
-        more query, where the multilingual search is on."""
-        if self.multilingual is None or self.ranking == "dense":
-            return expansion
-        asked = question if question is not None else expansion.queries[0]
-        if detect_language(asked) not in _GLOSSED or self._multilingual_model() is None:
-            return expansion
-        gloss = english_gloss(expansion.queries[0])
-        if not gloss or gloss in expansion.queries:
-            return expansion
-        return dataclasses.replace(expansion, queries=[*expansion.queries, gloss])
+        # While the English model embeds the queries, on a core of its own.
+        return expansion, _beside().submit(model.embed_query, expansion.queries[0]), model
 
     @property
     def catalog(self) -> Catalog:
@@ -320,8 +337,14 @@ class ReactomeRetriever(BaseRetriever):
         versions: Mapping[str, str] | None,
         record_cite_urls: bool | None,
     ) -> tuple[list[Document], dict[str, Any] | None]:
-        expansion = self._with_english_gloss(expansion, question)
+        expansion, pending, model = self._across_languages(expansion, question)
         vectors = np.asarray(self.embeddings.embed_documents(expansion.queries), dtype=np.float32)
+        second = None
+        if pending is not None and model is not None:
+            # Before the gate, which judges such a question by the same vector (the model
+            # keeps its last questions' vectors): one embedding, not two at once.
+            vector = np.asarray(pending.result(), dtype=np.float32)
+            second = _SecondSearch(vector[np.newaxis], multilingual_key(model))
         if self.advice_gate is not None and question is not None:
             same = expansion.queries[0].strip() == question.strip()
             verdict = self.advice_gate.check(question, vectors[0] if same else None)
@@ -331,7 +354,6 @@ class ReactomeRetriever(BaseRetriever):
                     detail=verdict.detail(),
                     reason="similar_examples",
                 )
-        second = self._second_search(expansion, question)
         with self._live.searching():  # a search never sees the client closed under it
             arguments = (
                 expansion,

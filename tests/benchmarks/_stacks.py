@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from chromadb.api import ClientAPI
 from langchain_chroma import Chroma
@@ -104,6 +104,7 @@ def ours(
     collections: Sequence[str],
     *,
     k: int = 10,
+    multilingual: Callable[[], Embeddings | None] | None = None,
 ) -> ReactomeRetriever:
     return ReactomeRetriever(
         settings=settings,
@@ -112,6 +113,7 @@ def ours(
         expander=FixedExpander(collections=list(collections)),
         k=k,
         max_queries=ALTERNATIVES,
+        multilingual=multilingual,
     )
 
 
