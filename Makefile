@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: install install-llamacpp install-browser install-node install-redis install-ai-sdk test test-fast lint typecheck unit demo bench bench-quick eval bench-ingest soak clean
+.PHONY: install install-llamacpp install-browser install-node install-redis install-apertium install-ai-sdk test test-fast lint typecheck unit demo bench bench-quick eval bench-ingest soak clean
 
 # Reinstall only when the project's metadata changes; the stamp lives inside the venv so
 # deleting .venv starts over cleanly. The offline embedding model's tokenizer comes with
@@ -32,7 +32,9 @@ install-llamacpp: $(BIN)/.installed
 # What the tests need from the machine, installed from Debian's packages when missing (root
 # or sudo): chromium for the web client's browser tests (Playwright's own browser download
 # needs the internet), Node.js for the web client's logic tests and npm for the AI SDK's,
-# redis-server for the limits shared across a fleet.
+# redis-server for the limits shared across a fleet, Apertium's language pairs for questions in
+# Spanish, French, Italian and Portuguese (searched in English too where they are installed;
+# decision 0037).
 SUDO = $(shell test "$$(id -u)" = 0 || echo sudo)
 APT_INSTALL = { $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq
 install-browser:
@@ -42,6 +44,15 @@ install-browser:
 install-redis:
 	@command -v redis-server >/dev/null || $(APT_INSTALL) redis-server >/dev/null; }
 	@redis-server --version
+
+# Spanish to English, and French, Italian and Portuguese to Spanish (cg3 for Italian's).
+APERTIUM_PAIRS = apertium apertium-eng-spa apertium-fr-es apertium-spa-ita apertium-es-pt cg3
+APERTIUM_MODES = /usr/share/apertium/modes
+install-apertium:
+	@test -f $(APERTIUM_MODES)/spa-eng.mode -a -f $(APERTIUM_MODES)/fr-es.mode \
+		-a -f $(APERTIUM_MODES)/ita-spa.mode -a -f $(APERTIUM_MODES)/pt-es.mode \
+		|| $(APT_INSTALL) $(APERTIUM_PAIRS) >/dev/null; }
+	@command -v apertium-wblank-mode >/dev/null
 
 install-node:
 	@command -v node >/dev/null || $(APT_INSTALL) nodejs >/dev/null; }
@@ -70,7 +81,7 @@ typecheck: $(BIN)/.installed
 # over them must show the citation gate held in every answer with citations and tokens.
 SUITE_HOME := build/suite-home
 
-unit: $(BIN)/.installed install-browser install-node install-ai-sdk install-redis
+unit: $(BIN)/.installed install-browser install-node install-ai-sdk install-redis install-apertium
 	rm -rf $(SUITE_HOME)
 	REACTOME_SUITE_LOGS=$(CURDIR)/$(SUITE_HOME)/logs $(BIN)/pytest
 	REACTOME_ANSWERS_LOGS_DIR=$(SUITE_HOME)/logs $(BIN)/reactome-answers --home $(SUITE_HOME) \
@@ -80,7 +91,8 @@ unit: $(BIN)/.installed install-browser install-node install-ai-sdk install-redi
 # The same checks without the tests marked slow (a browser, a Chroma server, `serve` and the
 # installed command in subprocesses, 100+ streams, llama.cpp): under 3 minutes rather than
 # about 20 on 2 cores. `make test` still runs every test.
-test-fast: lint typecheck $(BIN)/.installed install-browser install-node install-ai-sdk install-redis
+test-fast: lint typecheck $(BIN)/.installed install-browser install-node install-ai-sdk install-redis \
+	install-apertium
 	$(BIN)/pytest -m "not slow"
 
 demo: $(BIN)/.installed
@@ -93,7 +105,7 @@ demo: $(BIN)/.installed
 # both stacks as the reaction summaries grow to 3x and 10x (the first run writes the copies:
 # about 5 minutes), results/bench-growth.json and .png; then ingestion throughput and peak
 # memory from scratch (another 4 minutes); then `logs stats` over 10,000 logs (2 minutes).
-bench: $(BIN)/.installed install-redis
+bench: $(BIN)/.installed install-redis install-apertium
 	$(BIN)/python -m tests.benchmarks.bench_performance
 	$(BIN)/python -m tests.benchmarks.bench_growth
 	$(BIN)/python -m tests.benchmarks.ingest_throughput --with-reactions
@@ -108,7 +120,7 @@ bench-quick: $(BIN)/.installed install-redis
 # ../shared/data (the first run ingests it: about 4 minutes); then the evidence judge on the
 # labeled (sentence, cited source) pairs of tests/benchmarks/evidence_pairs.yaml; then questions,
 # gate questions and evidence pairs in other languages, per language (eval_languages).
-eval: $(BIN)/.installed
+eval: $(BIN)/.installed install-apertium
 	$(BIN)/python tests/benchmarks/check_eval_questions.py
 	$(BIN)/python -m tests.benchmarks.eval_quality
 	$(BIN)/python -m tests.benchmarks.eval_evidence

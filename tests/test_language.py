@@ -12,10 +12,11 @@ lets a model update trade one terse question for another and still fails a real 
 
 from __future__ import annotations
 
+import re
 import string
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,7 @@ from pipelines.catalog.catalog import load_catalog
 from pipelines.language import (
     DEFAULT_LANGUAGE,
     SUPPORTED_LANGUAGES,
+    ApertiumTranslator,
     _detector,
     _texts,
     detect_language,
@@ -150,6 +152,7 @@ def test_the_model_is_loaded_once_by_threads_that_ask_together(
 
     monkeypatch.setattr(_detector, "_identifier", None)
     monkeypatch.setattr(_detector, "_load", counted_load)
+    _detector._detected.cache_clear()  # a question read before is not read again
     start = threading.Barrier(6)
     found: list[str] = []
 
@@ -389,3 +392,126 @@ def test_the_dictionary_is_loaded_once_by_threads_that_ask_together(
     assert results == [english_gloss("尿素循环")] * 4
     assert "urea" in results[0]
     assert loads == [1]
+
+
+# --- a question in English by Apertium --------------------------------------------------------
+
+
+def _words(text: str) -> list[str]:
+    return [w for w in re.split(r"[\s,;?¿!¡]+", text) if w]
+
+
+@pytest.fixture
+def translator() -> Iterator[ApertiumTranslator]:
+    found = ApertiumTranslator()
+    yield found
+    found.close()
+
+
+class _Echo(ApertiumTranslator):
+    """A chain that sends back what it is given (``cat``), or never answers (``sleep``)."""
+
+    def __init__(self, command: str, timeout: float = 10.0) -> None:
+        super().__init__(timeout=timeout)
+        self.command = command
+        self.started = 0
+
+    def _find_command(self, pair: str) -> str | None:
+        self.started += 1
+        return self.command
+
+
+@pytest.mark.parametrize(
+    ("language", "question", "words"),
+    [
+        ("es", "¿Qué causa la enfermedad de Tangier y qué hace ABCA1?", ["illness", "ABCA1"]),
+        ("fr", "Quelle petite molécule active la carbamoyl phosphate synthétase I ?", ["small"]),
+        ("it", "Quali due proteine sono mutate nella malattia di Lafora?", ["proteins", "two"]),
+        ("pt", "Por que as mutações de G6PD são tão frequentes?", ["frequent", "G6PD"]),
+    ],
+)
+def test_a_question_in_a_language_apertium_has_is_translated_into_english(
+    translator: ApertiumTranslator, language: str, question: str, words: list[str]
+) -> None:
+    assert translator.available(language)
+    english = translator.translate(question, language)
+    assert english is not None
+    assert set(words) <= set(_words(english)), english
+
+
+def test_identifiers_pass_through_a_translation_unchanged(translator: ApertiumTranslator) -> None:
+    question = "¿Por qué IDH1 R132H, BRAF V600E y R-HSA-70635 importan con 6-mercaptopurine?"
+    english = translator.translate(question, "es")
+    assert english is not None
+    for identifier in ("IDH1", "R132H", "BRAF", "V600E", "R-HSA-70635", "6-mercaptopurine"):
+        assert identifier in _words(english), english
+
+
+def test_the_stream_formats_own_characters_neither_break_nor_shift_the_answers(
+    translator: ApertiumTranslator,
+) -> None:
+    odd = "¿Qué es [R-HSA-1] ^x$ <y> @z a/b {w} * # \\ o\nsalto\0nulo?"
+    assert translator.translate(odd, "es") is not None
+    # The next question gets its own answer, not the rest of the last one's.
+    english = translator.translate("¿Qué causa la mutación de la proteína?", "es")
+    assert english is not None
+    assert {"mutation", "protein"} <= set(_words(english)), english
+
+
+@pytest.mark.parametrize("language", ["de", "zh", "ja", "en"])
+def test_a_language_without_a_pair_gets_no_translation(
+    translator: ApertiumTranslator, language: str
+) -> None:
+    assert not translator.available(language)
+    assert translator.translate("Was verursacht die Tangier-Krankheit?", language) is None
+
+
+def test_without_apertium_installed_a_question_gets_no_translation(tmp_path: Path) -> None:
+    missing = ApertiumTranslator(tmp_path)  # no mode files there
+    assert not missing.available("es")
+    assert missing.translate("¿Qué causa la enfermedad de Tangier?", "es") is None
+
+
+def test_what_is_sent_comes_back_as_it_was_written() -> None:
+    echo = _Echo("cat")
+    try:
+        for text in ("a [b] ^c$ <d> @e f/g {h} * # + \\ i", "ABCA1 R-HSA-70635 V600E", "¿Qué?"):
+            assert echo.translate(text, "es") == text
+        # Each pair's chain is found once, then kept; Spanish has one pair.
+        assert echo.started == 1
+        # French goes through Spanish: one more pair, the Spanish to English one shared.
+        assert echo.translate("a [b]", "fr") == "a [b]"
+        assert echo.started == 2
+    finally:
+        echo.close()
+
+
+def test_a_chain_that_does_not_answer_in_time_is_stopped_and_started_again() -> None:
+    silent = _Echo("sleep 60", timeout=0.5)
+    try:
+        assert silent.translate("¿Qué?", "es") is None
+        assert "spa-eng" not in silent._chains  # stopped, not left to answer the next one
+        silent.command = "cat"
+        silent._commands.clear()
+        assert silent.translate("¿Qué?", "es") == "¿Qué?"
+    finally:
+        silent.close()
+
+
+def test_threads_asking_at_once_each_get_their_own_translation(
+    translator: ApertiumTranslator,
+) -> None:
+    questions = {f"¿Qué hace ABCA{n} en la enfermedad?": f"ABCA{n}" for n in range(1, 9)}
+    answers: dict[str, str | None] = {}
+
+    def ask(question: str) -> None:
+        answers[question] = translator.translate(question, "es")
+
+    threads = [threading.Thread(target=ask, args=(q,)) for q in questions]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert len(answers) == len(questions)
+    for question, symbol in questions.items():
+        assert symbol in (answers[question] or ""), answers[question]

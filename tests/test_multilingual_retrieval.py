@@ -26,7 +26,7 @@ from pipelines.index.chunk_table import ChunkTable, ChunkTableWriter, add_multil
 from pipelines.index.embeddings import MULTILINGUAL_MAX_TOKENS, make_multilingual_embeddings
 from pipelines.index.multilingual import E5Embeddings
 from pipelines.index.version_index import build_from_store
-from pipelines.language import english_gloss
+from pipelines.language import english_gloss, english_translation
 from pipelines.pipeline import AnswerPipeline
 from pipelines.retrieval.expander import rule_expansion
 from pipelines.retrieval.ranking import blended_similarity
@@ -257,6 +257,38 @@ def test_a_chinese_or_japanese_questions_words_are_searched_in_english_too(
     assert english_gloss(CHOLESTEROL_ZH) not in queries(off, CHOLESTEROL_ZH)
     # What it finds: the English keyword evidence puts the cholesterol-efflux sources first.
     assert set(_ids(on, CHOLESTEROL_ZH)[:3]) & set(_ids(on, CHOLESTEROL_EN)[:3])
+
+
+def test_a_spanish_french_italian_or_portuguese_question_is_searched_in_english_too(
+    sample_home: Path, minilm: Embeddings
+) -> None:
+    def queries(retriever: ReactomeRetriever, question: str) -> list[str]:
+        found = rule_expansion(question, [], max_queries=3, catalog=retriever.catalog)
+        _, kept = retriever.search_recorded(
+            found, found.collections, 10, question=question, cite_urls=False
+        )
+        assert kept is not None
+        return list(kept["queries"])
+
+    on = _retriever(sample_home, minilm)
+    # The record shows Apertium's English last; of the expander's alternatives only those in
+    # English stay (its Spanish word lists give way to the English form).
+    spanish = queries(on, TANGIER["es"])
+    assert spanish == [TANGIER["es"], "ABCA1", english_translation(TANGIER["es"], "es")]
+    assert {"Tangier", "ABCA1"} <= set(spanish[-1].replace("?", " ").split())
+    # German has no pair: the question is searched as before; nor with the search off.
+    assert not any("Tangier disease" in q for q in queries(on, TANGIER["de"]))
+    off = _retriever(sample_home, minilm, multilingual=False)
+    assert spanish[-1] not in queries(off, TANGIER["es"])
+    untranslated = _retriever(sample_home, minilm, translation=False)
+    assert spanish[-1] not in queries(untranslated, TANGIER["es"])
+    # Another translator, or none, is the retriever's to choose.
+    shouting = on.model_copy(update={"translation": lambda text, _language: text.upper()})
+    assert queries(shouting, TANGIER["es"])[-1] == TANGIER["es"].upper()
+    silent = on.model_copy(update={"translation": None})
+    expander = rule_expansion(TANGIER["es"], [], max_queries=3, catalog=on.catalog).queries
+    assert queries(silent, TANGIER["es"]) == expander
+    assert len(expander) > len(spanish)
 
 
 def test_a_table_built_from_the_store_holds_the_same_multilingual_vectors(

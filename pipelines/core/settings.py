@@ -95,6 +95,13 @@ class Settings(ReactomeSettings):
         "multilingual-e5-small so a question in another language finds its sources "
         "(decision 0037); off: such questions are searched as English ones",
     )
+    translation: bool = Field(
+        default=True,
+        description="with multilingual on, also search a Spanish, French, Italian or "
+        "Portuguese question by Apertium's English where Debian's pairs are installed "
+        "(decision 0037; their programs hold about 320 MB per serving process once all four "
+        "languages are asked); off: by multilingual-e5-small alone",
+    )
     model_cache: Path | None = Field(
         default=None,
         description="folder for the model derived at first use; unset means <home>/models",

@@ -7,12 +7,15 @@
   (``_tags``).
 - :func:`english_gloss`: a Chinese or Japanese question's words in English, from a
   dictionary, for the keyword search (``_glossary``, decision 0037).
+- :func:`english_translation`: a Spanish, French, Italian or Portuguese question in English,
+  by Apertium where its Debian pairs are installed (``_apertium``, decision 0037).
 - :func:`fixed_text`: a refusal, "nothing found" or heading in a language, from
   ``texts/<tag>.yaml``, English standing in for what is not translated (``_texts``).
 
 Decision 0035 records the detectors measured and why this one.
 """
 
+from pipelines.language._apertium import APERTIUM_CHAINS, ApertiumTranslator, english_translation
 from pipelines.language._detector import MIN_CONFIDENCE, detect_language
 from pipelines.language._glossary import english_gloss
 from pipelines.language._letters import MIN_LETTERS
@@ -20,12 +23,15 @@ from pipelines.language._tags import DEFAULT_LANGUAGE, SUPPORTED_LANGUAGES, norm
 from pipelines.language._texts import fixed_text
 
 __all__ = [
+    "APERTIUM_CHAINS",
     "DEFAULT_LANGUAGE",
     "MIN_CONFIDENCE",
     "MIN_LETTERS",
     "SUPPORTED_LANGUAGES",
+    "ApertiumTranslator",
     "detect_language",
     "english_gloss",
+    "english_translation",
     "fixed_text",
     "normalize_language",
 ]

@@ -8,6 +8,7 @@ and about 53 MiB that a process which never detects a language does not pay.
 
 from __future__ import annotations
 
+import functools
 import threading
 
 import numpy as np
@@ -70,10 +71,18 @@ def detect_language(text: str, unsure: str = DEFAULT_LANGUAGE) -> str:
 
     ``unsure``: what to return instead of "en" when unsure (a follow-up of symbols alone,
     "¿Y TP53?", keeps the conversation's language)."""
-    words = without_identifiers(text[:_READ_CHARS])
+    language = _detected(text[:_READ_CHARS])
+    return unsure if language is None else language
+
+
+# A request reads its question's language in several places (the gate, the routing, the
+# search, the answer prompt): it is worked out once.
+@functools.lru_cache(maxsize=1024)
+def _detected(text: str) -> str | None:
+    words = without_identifiers(text)
     if letter_count(words) < MIN_LETTERS:
-        return unsure
+        return None
     language, confidence = _model().classify(words)
     if confidence < MIN_CONFIDENCE:
-        return unsure
+        return None
     return str(language)

@@ -15,9 +15,11 @@ order of the returned documents is the sources' numbering.
 A question in another language than English is also searched through the multilingual model
 when one is configured and the chunk tables hold its vectors (decision 0037): its ranked lists
 join the fusion, and a chunk's similarity is the better of the two models', the multilingual
-one's brought onto the English model's scale (``ranking.blended_similarity``). A Chinese or
-Japanese question also gets its words' English from a dictionary as one more query
-(``pipelines.language.english_gloss``), so that the keyword search has words to match.
+one's brought onto the English model's scale (``ranking.blended_similarity``). It also gets
+its English as one more query, so that the keyword search has words to match: translated by
+Apertium where its pairs are installed (Spanish, French, Italian, Portuguese:
+``pipelines.language.english_translation``), a Chinese or Japanese question's words from a
+dictionary (``pipelines.language.english_gloss``).
 
 Before it returns, the retriever sends the candidates it considered and what became of each
 (kept with the number the handler gives it, or why it was dropped) as the custom callback
@@ -57,7 +59,12 @@ from pipelines.index import store
 from pipelines.index.chunk_table import ChunkRecord, multilingual_key
 from pipelines.index.keyword_index import keyword_tokens
 from pipelines.index.version_index import VersionIndex
-from pipelines.language import DEFAULT_LANGUAGE, detect_language, english_gloss
+from pipelines.language import (
+    DEFAULT_LANGUAGE,
+    detect_language,
+    english_gloss,
+    english_translation,
+)
 from pipelines.retrieval.advice import AdviceGate
 from pipelines.retrieval.expander import Expansion
 from pipelines.retrieval.expander_run import (
@@ -197,6 +204,12 @@ class ReactomeRetriever(BaseRetriever):
         "`embeddings` for a question not in English, where the chunk tables hold its vectors "
         "(decision 0037); None: every question is searched by `embeddings` alone",
     )
+    translation: Callable[[str, str], str | None] | None = Field(
+        default=english_translation,
+        description="(question, language) -> the question in English, or None: one more "
+        "query for a question in another language where the multilingual search is on "
+        "(by default Apertium where its pairs are installed, decision 0037)",
+    )
     multilingual_scale: tuple[float, float] = Field(
         # Chosen on the development half of the translated questions
         # (tests/benchmarks/fit_multilingual_scale.py, decision 0037): the slope by their MRR
@@ -240,7 +253,8 @@ class ReactomeRetriever(BaseRetriever):
         self, expansion: Expansion, question: str | None
     ) -> tuple[Expansion, Future[list[float]] | None, Embeddings | None]:
         """For a question not in English, where the multilingual search is on: the expansion
-        with the English of a Chinese or Japanese question's words as one more query, and the
+        with the question in English as one more query (translated by Apertium where it can
+        be, or a Chinese or Japanese question's words from the dictionary), and the
         multilingual model's vector of the question, started in the background (with the
         model). Otherwise the expansion as it is, and None."""
         if self.multilingual is None:
@@ -251,17 +265,29 @@ class ReactomeRetriever(BaseRetriever):
         model = self._multilingual_model()
         if model is None:
             return expansion, None, None
-        if language in _GLOSSED and self.ranking != "dense":
-            gloss = english_gloss(expansion.queries[0])
-            if gloss and gloss not in expansion.queries:
-                expansion = dataclasses.replace(expansion, queries=[*expansion.queries, gloss])
-        if self.ranking == "bm25":
-            return expansion, None, None
-        # The question as asked (or made standalone) only: the alternative queries are its
-        # content words, or a generative expander's rewrites, which the English model reads;
-        # embedding them too cost a fifth more time for no better ranking (decision 0037).
-        # While the English model embeds the queries, on a core of its own.
-        return expansion, _beside().submit(model.embed_query, expansion.queries[0]), model
+        pending = None
+        if self.ranking != "bm25":
+            # The question as asked (or made standalone) only: the alternative queries are
+            # its content words, or a generative expander's rewrites, which the English model
+            # reads; embedding them too cost a fifth more time for no better ranking (decision
+            # 0037). On a core of its own, while the question is translated and the English
+            # model embeds the queries.
+            pending = _beside().submit(model.embed_query, expansion.queries[0])
+        english = None
+        if self.translation is not None and self.settings.translation:
+            english = self.translation(expansion.queries[0], language)
+        if english is None and language in _GLOSSED and self.ranking != "dense":
+            english = english_gloss(expansion.queries[0])
+        if english and english not in expansion.queries:
+            # The English form stands in for the alternative queries written in the question's
+            # language (the rule expander's are its own words), which the English model and
+            # index read poorly: on the development half they added nothing beside it, and
+            # embedding them took a quarter of the search's time. Those in English (a symbol, a
+            # generative expander's rewrite) are kept.
+            asked, *alternatives = expansion.queries
+            kept = [q for q in alternatives if detect_language(q) == DEFAULT_LANGUAGE]
+            expansion = dataclasses.replace(expansion, queries=[asked, *kept, english])
+        return expansion, pending, model
 
     @property
     def catalog(self) -> Catalog:
