@@ -46,6 +46,7 @@ import yaml
 from langchain_core.embeddings import Embeddings
 
 from pipelines.catalog.catalog import Catalog, catalog_for
+from pipelines.core.memory import give_back_freed_memory
 from pipelines.index.chunk_sentences import query_vectors
 from pipelines.language import DEFAULT_LANGUAGE, detect_language
 
@@ -373,6 +374,7 @@ class AdviceGate:
                 model = _MODELS[embeddings] = _Model(
                     examples, vectors, weights, _MULTILINGUAL_VECTOR_SCALE
                 )
+                give_back_freed_memory()  # of loading the model and embedding the examples
         return embeddings, model
 
     def warm_up(self) -> None:
