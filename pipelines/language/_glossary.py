@@ -120,12 +120,6 @@ def _dictionary() -> _Packed:
         with _lock:  # the first questions of a busy server wait for one load, not start their own
             if _table is None:
                 _table = _Packed(_load())
-                # glibc kept what the parse freed (its dict of 175,000 strings): a server's
-                # memory grew by 19 MB, 7.5 of them the packed table. Imported here:
-                # pipelines.core imports this package.
-                from pipelines.core.memory import give_back_freed_memory
-
-                give_back_freed_memory()
     return _table
 
 

@@ -52,6 +52,7 @@ from pydantic import ConfigDict, Field, PrivateAttr
 from pipelines.catalog.catalog import Catalog, catalog_for
 from pipelines.citations.sources import number_sources
 from pipelines.core.errors import PersonalAdviceError, ReactomeAnswersError
+from pipelines.core.memory import give_back_freed_memory
 from pipelines.core.options import RequestOptions
 from pipelines.core.settings import Settings
 from pipelines.core.tags import RETRIEVAL_RECORD
@@ -108,6 +109,13 @@ _Matrix = np.ndarray[Any, np.dtype[np.float32]]
 
 # The languages written in Han characters, whose words a dictionary gives in English.
 _GLOSSED = frozenset({"zh", "ja"})
+
+
+@functools.cache
+def _after_the_first_gloss() -> None:
+    # The first gloss read the dictionary, and glibc kept what its parse freed (a dict of
+    # 175,000 strings): a server's memory grew by 19 MB, of which the packed table is 7.5.
+    give_back_freed_memory()
 
 
 _beside_pool: ThreadPoolExecutor | None = None
@@ -278,6 +286,7 @@ class ReactomeRetriever(BaseRetriever):
             english = self.translation(expansion.queries[0], language)
         if english is None and language in _GLOSSED and self.ranking != "dense":
             english = english_gloss(expansion.queries[0])
+            _after_the_first_gloss()
         if english and english not in expansion.queries:
             # The English form stands in for the alternative queries written in the question's
             # language (the rule expander's are its own words), which the English model and
