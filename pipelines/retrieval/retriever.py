@@ -143,6 +143,11 @@ class _SecondSearch:
     key: dict[str, Any]
 
 
+def _second_search(model: Embeddings, question: str) -> _SecondSearch:
+    vector = np.asarray(model.embed_query(question), dtype=np.float32)
+    return _SecondSearch(vector[np.newaxis], multilingual_key(model))
+
+
 class ReactomeRetriever(BaseRetriever):
     """Hybrid retrieval over the Reactome collections; ``k`` may be given per call."""
 
@@ -259,20 +264,20 @@ class ReactomeRetriever(BaseRetriever):
 
     def _across_languages(
         self, expansion: Expansion, question: str | None
-    ) -> tuple[Expansion, Future[list[float]] | None, Embeddings | None]:
+    ) -> tuple[Expansion, Future[_SecondSearch] | None]:
         """For a question not in English, where the multilingual search is on: the expansion
         with the question in English as one more query (translated by Apertium where it can
         be, or a Chinese or Japanese question's words from the dictionary), and the
-        multilingual model's vector of the question, started in the background (with the
-        model). Otherwise the expansion as it is, and None."""
+        multilingual search of the question, started in the background. Otherwise the
+        expansion as it is, and None."""
         if self.multilingual is None:
-            return expansion, None, None
+            return expansion, None
         language = detect_language(question if question is not None else expansion.queries[0])
         if language == DEFAULT_LANGUAGE:
-            return expansion, None, None
+            return expansion, None
         model = self._multilingual_model()
         if model is None:
-            return expansion, None, None
+            return expansion, None
         pending = None
         if self.ranking != "bm25":
             # The question as asked (or made standalone) only: the alternative queries are
@@ -280,7 +285,7 @@ class ReactomeRetriever(BaseRetriever):
             # reads; embedding them too cost a fifth more time for no better ranking (decision
             # 0037). On a core of its own, while the question is translated and the English
             # model embeds the queries.
-            pending = _beside().submit(model.embed_query, expansion.queries[0])
+            pending = _beside().submit(_second_search, model, expansion.queries[0])
         english = None
         if self.translation is not None and self.settings.translation:
             english = self.translation(expansion.queries[0], language)
@@ -296,7 +301,7 @@ class ReactomeRetriever(BaseRetriever):
             asked, *alternatives = expansion.queries
             kept = [q for q in alternatives if detect_language(q) == DEFAULT_LANGUAGE]
             expansion = dataclasses.replace(expansion, queries=[asked, *kept, english])
-        return expansion, pending, model
+        return expansion, pending
 
     @property
     def catalog(self) -> Catalog:
@@ -372,14 +377,11 @@ class ReactomeRetriever(BaseRetriever):
         versions: Mapping[str, str] | None,
         record_cite_urls: bool | None,
     ) -> tuple[list[Document], dict[str, Any] | None]:
-        expansion, pending, model = self._across_languages(expansion, question)
+        expansion, pending = self._across_languages(expansion, question)
         vectors = np.asarray(self.embeddings.embed_documents(expansion.queries), dtype=np.float32)
-        second = None
-        if pending is not None and model is not None:
-            # Before the gate, which judges such a question by the same vector (the model
-            # keeps its last questions' vectors): one embedding, not two at once.
-            vector = np.asarray(pending.result(), dtype=np.float32)
-            second = _SecondSearch(vector[np.newaxis], multilingual_key(model))
+        # Before the gate, which judges such a question by the same vector (the model keeps
+        # its last questions' vectors): one embedding, not two at once.
+        second = pending.result() if pending is not None else None
         if self.advice_gate is not None and question is not None:
             same = expansion.queries[0].strip() == question.strip()
             verdict = self.advice_gate.check(question, vectors[0] if same else None)
