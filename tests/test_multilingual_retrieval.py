@@ -83,6 +83,21 @@ def _ids(retriever: ReactomeRetriever, question: str) -> list[str]:
     return [str(d.metadata.get("st_id") or d.metadata.get("url")) for d in documents]
 
 
+def _record(retriever: ReactomeRetriever, question: str) -> dict[str, Any]:
+    """The retrieval record of ``question``, expanded by the rules."""
+    found = rule_expansion(question, [], max_queries=3, catalog=retriever.catalog)
+    _, kept = retriever.search_recorded(
+        found, found.collections, 10, question=question, cite_urls=False
+    )
+    assert kept is not None
+    return kept
+
+
+def _queries(retriever: ReactomeRetriever, question: str) -> list[str]:
+    """The queries ``retriever`` searched for ``question``, as its record lists them."""
+    return list(_record(retriever, question)["queries"])
+
+
 def _tables(settings: Settings) -> dict[str, Path]:
     client = store.open_client(settings)
     found = {}
@@ -215,46 +230,30 @@ def test_the_record_ranks_a_translated_questions_candidates_by_the_multilingual_
 ) -> None:
     retriever = _retriever(sample_home, minilm)
 
-    def record(question: str) -> dict[str, Any]:
-        found = rule_expansion(question, [], max_queries=3, catalog=retriever.catalog)
-        _, kept = retriever.search_recorded(
-            found, found.collections, 10, question=question, cite_urls=False
-        )
-        assert kept is not None
-        return kept
-
-    translated = record(TANGIER["de"])
+    translated = _record(retriever, TANGIER["de"])
     ranked = [c for c in translated["candidates"] if c["ranks"][0]["multilingual"] is not None]
     assert ranked, "no candidate was found by the multilingual search"
     lead = next(c for c in translated["candidates"] if c["n"] == 1)
     assert lead["ranks"][0]["multilingual"] is not None
     # Only the question as asked is embedded by it: the other queries have no such rank.
     assert all(rank["multilingual"] is None for c in ranked for rank in c["ranks"][1:])
-    english = record(ENGLISH)
+    english = _record(retriever, ENGLISH)
     assert all("multilingual" not in rank for c in english["candidates"] for rank in c["ranks"])
 
 
 def test_a_chinese_or_japanese_questions_words_are_searched_in_english_too(
     sample_home: Path, minilm: Embeddings
 ) -> None:
-    def queries(retriever: ReactomeRetriever, question: str) -> list[str]:
-        found = rule_expansion(question, [], max_queries=3, catalog=retriever.catalog)
-        _, kept = retriever.search_recorded(
-            found, found.collections, 10, question=question, cite_urls=False
-        )
-        assert kept is not None
-        return list(kept["queries"])
-
     on = _retriever(sample_home, minilm)
     # The record shows the query the dictionary wrote, after the expander's own.
-    chinese = queries(on, CHOLESTEROL_ZH)
+    chinese = _queries(on, CHOLESTEROL_ZH)
     assert chinese[-1] == english_gloss(CHOLESTEROL_ZH)
     assert {"ABCA1", "cholesterol"} <= set(chinese[-1].split())
-    assert len(queries(on, TANGIER["ja"])) == len(chinese)
+    assert len(_queries(on, TANGIER["ja"])) == len(chinese)
     # Not for a question in Latin letters, nor with the multilingual search off.
-    assert not any("cholesterol" in q for q in queries(on, TANGIER["es"]))
+    assert not any("cholesterol" in q for q in _queries(on, TANGIER["es"]))
     off = _retriever(sample_home, minilm, multilingual=False)
-    assert english_gloss(CHOLESTEROL_ZH) not in queries(off, CHOLESTEROL_ZH)
+    assert english_gloss(CHOLESTEROL_ZH) not in _queries(off, CHOLESTEROL_ZH)
     # What it finds: the English keyword evidence puts the cholesterol-efflux sources first.
     assert set(_ids(on, CHOLESTEROL_ZH)[:3]) & set(_ids(on, CHOLESTEROL_EN)[:3])
 
@@ -262,32 +261,24 @@ def test_a_chinese_or_japanese_questions_words_are_searched_in_english_too(
 def test_a_spanish_french_italian_or_portuguese_question_is_searched_in_english_too(
     sample_home: Path, minilm: Embeddings
 ) -> None:
-    def queries(retriever: ReactomeRetriever, question: str) -> list[str]:
-        found = rule_expansion(question, [], max_queries=3, catalog=retriever.catalog)
-        _, kept = retriever.search_recorded(
-            found, found.collections, 10, question=question, cite_urls=False
-        )
-        assert kept is not None
-        return list(kept["queries"])
-
     on = _retriever(sample_home, minilm)
     # The record shows Apertium's English last; of the expander's alternatives only those in
     # English stay (its Spanish word lists give way to the English form).
-    spanish = queries(on, TANGIER["es"])
+    spanish = _queries(on, TANGIER["es"])
     assert spanish == [TANGIER["es"], "ABCA1", english_translation(TANGIER["es"], "es")]
     assert {"Tangier", "ABCA1"} <= set(spanish[-1].replace("?", " ").split())
     # German has no pair: the question is searched as before; nor with the search off.
-    assert not any("Tangier disease" in q for q in queries(on, TANGIER["de"]))
+    assert not any("Tangier disease" in q for q in _queries(on, TANGIER["de"]))
     off = _retriever(sample_home, minilm, multilingual=False)
-    assert spanish[-1] not in queries(off, TANGIER["es"])
+    assert spanish[-1] not in _queries(off, TANGIER["es"])
     untranslated = _retriever(sample_home, minilm, translation=False)
-    assert spanish[-1] not in queries(untranslated, TANGIER["es"])
+    assert spanish[-1] not in _queries(untranslated, TANGIER["es"])
     # Another translator, or none, is the retriever's to choose.
     shouting = on.model_copy(update={"translation": lambda text, _language: text.upper()})
-    assert queries(shouting, TANGIER["es"])[-1] == TANGIER["es"].upper()
+    assert _queries(shouting, TANGIER["es"])[-1] == TANGIER["es"].upper()
     silent = on.model_copy(update={"translation": None})
     expander = rule_expansion(TANGIER["es"], [], max_queries=3, catalog=on.catalog).queries
-    assert queries(silent, TANGIER["es"]) == expander
+    assert _queries(silent, TANGIER["es"]) == expander
     assert len(expander) > len(spanish)
 
 
