@@ -110,7 +110,7 @@ def fuzz_base(sample_home: Path, minilm: Embeddings) -> Iterator[str]:
     """The HTTP app on 127.0.0.1 over the sample corpus, with fake models, logs off."""
     from langchain_core.language_models import FakeListChatModel
 
-    from app.server import create_app
+    from app.http.factory import create_app
     from pipelines.core.settings import load_settings
     from pipelines.pipeline import AnswerPipeline
     from tests.support.servers import serve

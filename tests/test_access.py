@@ -14,9 +14,15 @@ from fastapi.routing import iter_route_contexts
 from fastapi.testclient import TestClient
 from langchain_core.language_models import FakeListChatModel
 
-from app._access import AnswerCap, AnswerRoute, AnswerSlots, RateLimiter, answer_paths
-from app._server_settings import load_server_settings
-from app.server import create_app
+from app.http.factory import create_app
+from app.http.middleware.access import (
+    AnswerCap,
+    AnswerRoute,
+    AnswerSlots,
+    RateLimiter,
+    answer_paths,
+)
+from app.http.settings import load_server_settings
 from pipelines.core.errors import ConfigurationError
 from pipelines.core.settings import load_settings
 from pipelines.pipeline import AnswerPipeline

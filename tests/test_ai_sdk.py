@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
-from app._links import reference_link
+from app.links import reference_link
 from callbacks.events import Reference
 from tests.support.fake_openai import Behaviour, fake_chat, serving_env
 from tests.support.servers import Served, serve_command

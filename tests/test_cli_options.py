@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-import app.cli
+import app.cli.program
 from app.cli import build_parser, main
 from pipelines.core.settings import ENV_PREFIX, Settings
 from tests.support.fake_pipeline import ABCA1, make_pipeline
@@ -174,7 +174,7 @@ def dispatched(monkeypatch: pytest.MonkeyPatch) -> list[Dispatched]:
                 sub.set_defaults(handler=record)
         return parser
 
-    monkeypatch.setattr(app.cli, "build_parser", recording_parser)
+    monkeypatch.setattr(app.cli.program, "build_parser", recording_parser)
     return calls
 
 

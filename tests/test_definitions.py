@@ -127,7 +127,7 @@ def test_importing_the_code_reads_no_collection_declaration() -> None:
     cannot be read fails the command that needs it, not every import (a broken extra
     collection must not stop `reactome-answers --help` or `logs list`)."""
     probe = (
-        "import app.cli, app.server, pipelines.pipeline, pipelines.index.store, "
+        "import app.cli, app.http.factory, pipelines.pipeline, pipelines.index.store, "
         "pipelines.index.ingest, pipelines.retrieval, callbacks.replay\n"
         "from pipelines.catalog import catalog\n"
         "print(catalog._catalog.cache_info().misses, catalog._catalog_for_path.cache_info().misses)"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pipelines
-from app._errors import HTTP_STATUS, http_status_for
+from app.http.errors import HTTP_STATUS, http_status_for
 from pipelines.core import errors
 
 

@@ -3,9 +3,9 @@
 
 from __future__ import annotations
 
-from app._evidence_lines import evidence_lines, no_evidence_line
-from app._links import sources_markdown
-from app._openai_annotations import evidence_json, url_citations
+from app.cli.terminal.evidence import evidence_lines, no_evidence_line
+from app.http.protocols.openai_annotations import evidence_json, url_citations
+from app.links import sources_markdown
 from callbacks.events import DoneData, EvidenceData, Reference, Timings
 from pipelines.citations.model_sources import without_model_sources
 

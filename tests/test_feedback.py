@@ -19,8 +19,8 @@ import pytest
 from playwright.sync_api import sync_playwright
 from prometheus_client.parser import text_string_to_metric_families
 
-from app._server_settings import load_server_settings
-from app.server import create_app
+from app.http.factory import create_app
+from app.http.settings import load_server_settings
 from callbacks.feedback import (
     FEEDBACK_LOCK,
     MAX_COMMENT_CHARS,
@@ -494,7 +494,7 @@ def test_the_page_rates_an_answer_down_with_a_comment(
 
 
 def test_limits_say_whether_answers_can_be_rated() -> None:
-    from app.replay_server import create_replay_app
+    from app.http.replay_app import create_replay_app
     from pipelines.core.settings import load_settings
 
     server = load_server_settings()

@@ -26,9 +26,9 @@ from langchain_core.language_models import FakeListChatModel
 from prometheus_client.parser import text_string_to_metric_families
 from pydantic import Field
 
-from app._access import AnswerSlots, cap_full_message
-from app._server_settings import load_server_settings
-from app.server import create_app
+from app.http.factory import create_app
+from app.http.middleware.access import AnswerSlots, cap_full_message
+from app.http.settings import load_server_settings
 from callbacks.feedback import feedback_path, read_feedback
 from callbacks.log import find_request_logs, log_file_name
 from pipelines.catalog import bundled_dir

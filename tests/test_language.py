@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 import yaml
 
-from app._links import sources_markdown
+from app.links import sources_markdown
 from callbacks.events import Reference
 from pipelines.answering.extractive import NOTHING_RELEVANT
 from pipelines.catalog.catalog import load_catalog

@@ -11,8 +11,8 @@ measurements in this process: linear work grows about 8x, quadratic about 64x, e
 never ends. No absolute time is asserted; a timer that ends a case still running after a
 generous bound is only a safety net, so that a regression fails instead of hanging.
 
-Audited and without a pattern that reads request text: ``app/_ai_sdk.py``,
-``app/_chat_protocols.py`` and ``app/_links.py`` (string operations only). Patterns over files
+Audited and without a pattern that reads request text: ``app/http/routes/ai_sdk.py``,
+``app/http/protocols/chat.py`` and ``app/links.py`` (string operations only). Patterns over files
 (collection definitions, loaders, settings, identifiers, log names) read no request text.
 """
 
@@ -34,9 +34,9 @@ import pytest
 from langchain_core.documents import Document
 from langchain_core.embeddings import DeterministicFakeEmbedding
 
-from app._links import sources_markdown
-from app._openai_api import ChatRequest
-from app._sources_text import without_our_sources
+from app.http.protocols.openai_sources import without_our_sources
+from app.http.routes.openai_chat import ChatRequest
+from app.links import sources_markdown
 from callbacks.events import Reference, TokenData
 from callbacks.handler import AnswerEventHandler
 from pipelines.answering.evidence import Verdict, claims_of, drop_unsupported, evidence_items

@@ -1,5 +1,6 @@
-"""The log page (app/_log_page.py, app/web/static/log.*): one answer's log in a real Chromium,
-from a real `serve` over the ingested sample, from `logs view`'s file and from `replay --serve`.
+"""The log page (app/http/routes/log_page.py, app/web/static/log.*): one answer's log in a real
+Chromium, from a real `serve` over the ingested sample, from `logs view`'s file and from `replay
+--serve`.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
-from app._log_page import STATIC_DIR, bundle_modules, standalone_page, write_log_page
+from app.http.routes.log_page import STATIC_DIR, bundle_modules, standalone_page, write_log_page
 from callbacks.log import find_request_logs
 from callbacks.log_view import read_log_view, shorten
 from tests.support.browser import launched
@@ -90,8 +91,8 @@ def test_module_syntax_the_inliner_does_not_read_is_refused(tmp_path: Path) -> N
 def test_without_keys_the_page_lookup_is_rate_limited(monkeypatch: pytest.MonkeyPatch) -> None:
     # Without keys the page looks its id up in the logs folder (404 for an unknown one), so
     # it counts against the rate limit like any other request.
-    from app._server_settings import load_server_settings
-    from app.server import create_app
+    from app.http.factory import create_app
+    from app.http.settings import load_server_settings
     from tests.support.servers import serve
 
     monkeypatch.setenv("REACTOME_ANSWERS_RATE_LIMIT", "3")

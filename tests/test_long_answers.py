@@ -24,7 +24,7 @@ import pytest
 from langchain_core.language_models import FakeListChatModel
 from langchain_core.messages import BaseMessage
 
-from app.server import create_app
+from app.http.factory import create_app
 from callbacks.handler import AnswerEventHandler
 from callbacks.log import read_log
 from pipelines.core.settings import load_settings

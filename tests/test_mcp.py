@@ -23,8 +23,8 @@ from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import INVALID_PARAMS
 
-from app._links import REACTOME_DETAIL
-from app._request_models import MAX_TURN_CHARS, MAX_TURNS
+from app.http.models import MAX_TURN_CHARS, MAX_TURNS
+from app.links import REACTOME_DETAIL
 from callbacks.events import CitationEvent, ErrorEvent
 from tests.support.fake_openai import fake_chat, serving_env
 from tests.support.logs import logs_asking

@@ -24,8 +24,8 @@ from mcp import Client, MCPError
 from mcp.client.streamable_http import streamable_http_client
 from pydantic import Field
 
-from app._server_settings import load_server_settings
-from app.server import create_app
+from app.http.factory import create_app
+from app.http.settings import load_server_settings
 from pipelines.core.settings import load_settings
 from pipelines.pipeline import AnswerPipeline
 from tests.support.fake_pipeline import ABCA1, GUIDE, FakeRetriever, make_pipeline

@@ -10,9 +10,9 @@ import json
 from langchain_core.language_models import FakeListChatModel
 from starlette.testclient import TestClient
 
-from app._mcp_wire import MCP_PATH, Posted, calls_the_answer_tool, read_posted
-from app._server_settings import load_server_settings
-from app.server import create_app
+from app.http.factory import create_app
+from app.http.protocols.mcp_wire import MCP_PATH, Posted, calls_the_answer_tool, read_posted
+from app.http.settings import load_server_settings
 from pipelines.core.settings import load_settings
 from pipelines.pipeline import AnswerPipeline
 

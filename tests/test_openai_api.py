@@ -15,7 +15,7 @@ import pytest
 from langchain_core.messages import HumanMessage
 from langchain_openai import ChatOpenAI
 
-from app._links import reference_link, sources_markdown
+from app.links import reference_link, sources_markdown
 from callbacks.events import Reference
 from callbacks.log import read_log
 from pipelines.retrieval.retriever import EXPANSION

@@ -129,7 +129,7 @@ def settings_rows() -> list[list[str]]:
 
 def every_setting() -> dict[str, FieldInfo]:
     """Each setting's field by its environment variable: the pipeline's and the server's."""
-    from app._server_settings import ServerSettings
+    from app.http.settings import ServerSettings
     from pipelines.core.settings import Settings, env_var_for
 
     return {
@@ -175,7 +175,7 @@ def test_the_settings_table_gives_the_real_defaults() -> None:
 
 
 def test_every_variable_the_documents_name_exists() -> None:
-    from app._server_settings import ServerSettings
+    from app.http.settings import ServerSettings
     from pipelines.core.settings import ENV_PREFIX, Settings
 
     known = set(every_setting())

@@ -15,7 +15,7 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.language_models import FakeListChatModel
 from langchain_core.runnables import RunnableLambda
 
-from app.server import create_app
+from app.http.factory import create_app
 from callbacks.events import ErrorEvent, Event, parse_event
 from callbacks.log import read_log
 from pipelines.core.settings import load_settings
@@ -263,7 +263,7 @@ def test_serve_command_starts_the_api(sample_home: Path) -> None:
 def test_housekeeping_that_fails_keeps_running_and_never_stops_the_server(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    import app.server
+    import app.http.factory
 
     calls: list[float] = []
 
@@ -271,7 +271,7 @@ def test_housekeeping_that_fails_keeps_running_and_never_stops_the_server(
         calls.append(time.monotonic())
         raise RuntimeError("the store went away")
 
-    monkeypatch.setattr(app.server, "RETIRED_EVERY_S", 0.01)
+    monkeypatch.setattr(app.http.factory, "RETIRED_EVERY_S", 0.01)
     pipeline = AnswerPipeline(
         load_settings(event_logs=False),
         answer_model=FakeListChatModel(responses=["unused"]),

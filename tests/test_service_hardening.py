@@ -18,8 +18,8 @@ import pytest
 from langchain_core.language_models import FakeListChatModel
 from langchain_core.runnables import RunnableLambda
 
-from app._access import RateLimiter
-from app.server import create_app
+from app.http.factory import create_app
+from app.http.middleware.access import RateLimiter
 from callbacks.events import ErrorEvent
 from pipelines.core.settings import load_settings
 from pipelines.pipeline import AnswerPipeline

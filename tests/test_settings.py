@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from app._server_settings import ServerSettings, load_server_settings
+from app.http.settings import ServerSettings, load_server_settings
 from pipelines.core.errors import ConfigurationError, ReactomeAnswersError
 from pipelines.core.settings import Settings, default_home, env_var_for, load_settings
 from tests.support.cli import cli

@@ -20,10 +20,10 @@ from langchain_core.language_models import FakeListChatModel
 from prometheus_client.parser import text_string_to_metric_families
 from redis import asyncio as redis_asyncio
 
-from app._access import LimitsUnavailableError
-from app._server_settings import load_server_settings
-from app._shared_limits import Lease, SharedLimits
-from app.server import create_app
+from app.http.factory import create_app
+from app.http.middleware.access import LimitsUnavailableError
+from app.http.middleware.shared_limits import Lease, SharedLimits
+from app.http.settings import load_server_settings
 from pipelines.core.errors import ConfigurationError
 from pipelines.core.settings import Settings, load_settings
 from pipelines.pipeline import AnswerPipeline

@@ -18,8 +18,8 @@ from httpx_sse import connect_sse
 from langchain_core.embeddings import Embeddings
 from langchain_core.language_models import BaseChatModel, FakeListChatModel
 
-from app._web import WEB_DIR
-from app.server import create_app
+from app.http.factory import create_app
+from app.http.routes.web import WEB_DIR
 from callbacks.events import (
     CitationEvent,
     DoneData,

@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from app._server_settings import load_server_settings
-from app.server import create_app
+from app.http.factory import create_app
+from app.http.settings import load_server_settings
 from callbacks.events import DoneData, DoneEvent
 from callbacks.log import find_request_logs, read_log
 from pipelines.core.settings import load_settings

@@ -3,7 +3,7 @@
 Each error says what was wrong and what to do about it, in one line, because the CLI prints
 ``str(error)`` as its whole message, the HTTP layer returns it as JSON, and the event stream
 sends it as an ``error`` event. ``code`` is the stable, machine-readable part (the HTTP layer
-maps it to a status: ``app/_errors.py``).
+maps it to a status: ``app/http/errors.py``).
 
     ReactomeAnswersError          internal        anything we raise deliberately
     ├── ConfigurationError        bad_config      a setting or option we cannot use

@@ -8,7 +8,7 @@ own tools spell them), then the defaults below, which run offline with no API ke
 :class:`ReactomeSettings` is what every settings object of the program shares: the prefix,
 how values are read, and :func:`load_config`, which refuses a ``REACTOME_ANSWERS_*`` variable
 that no settings class defined in the process reads (the HTTP server's own, limits and keys,
-are ``app._server_settings.ServerSettings``: the pipeline carries only what it uses).
+are ``app.http.settings.ServerSettings``: the pipeline carries only what it uses).
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """What counting the limits in Redis adds to a request (issue 28).
 
-The server's own middlewares, :class:`app._access.AccessControl` (the rate limit) around
-:class:`app._access.AnswerCap` (the cap), over an app that does nothing, take the same
-requests three ways: with no limits, counted in the process, and counted in a real
+The server's own middlewares, :class:`app.http.middleware.access.AccessControl` (the rate limit)
+around
+:class:`app.http.middleware.access.AnswerCap` (the cap), over an app that does nothing, take the
+same requests three ways: with no limits, counted in the process, and counted in a real
 `redis-server` on 127.0.0.1. The ways take turns round after round, so load on the machine
 falls on all alike. An answering request (``POST /v1/answer``) meets the rate limit and the
 cap; any other (``GET /v1/collections``) the rate limit only. Round trips are counted by
@@ -21,8 +22,15 @@ from typing import Any
 import redis
 from redis import asyncio as redis_asyncio
 
-from app._access import AccessControl, AnswerCap, AnswerSlots, RateLimiter, RequestLimit, SlotLimit
-from app._shared_limits import SharedLimits
+from app.http.middleware.access import (
+    AccessControl,
+    AnswerCap,
+    AnswerSlots,
+    RateLimiter,
+    RequestLimit,
+    SlotLimit,
+)
+from app.http.middleware.shared_limits import SharedLimits
 from tests.support.servers import redis_server
 
 __all__ = ["bench_limits", "report"]

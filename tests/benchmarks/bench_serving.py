@@ -42,7 +42,7 @@ def _fake_app() -> Any:
     from langchain_core.messages import BaseMessage
     from langchain_core.runnables import RunnableLambda
 
-    from app.server import create_app
+    from app.http.factory import create_app
     from pipelines.core.settings import load_settings
     from pipelines.pipeline import AnswerPipeline
     from tests.support.fakes import ScriptedStream

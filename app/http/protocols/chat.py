@@ -1,0 +1,49 @@
+"""What the chat-protocol adapters (``_openai_api``, ``_ai_sdk``) share: reading a
+conversation sent as messages, and their ``data:`` frames."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from app.http.models import MAX_TURNS
+
+__all__ = ["UnreadableBodyError", "data_frame", "read_json", "split_conversation"]
+
+
+def split_conversation(
+    turns: Sequence[tuple[str, str]],
+) -> tuple[str, list[tuple[str, str]]] | None:
+    """``(role, text)`` messages in order -> the last user message's text and the user and
+    assistant turns before it (the last ``MAX_TURNS``, what the native API allows); None when
+    no message is the user's. Other roles (system, tool) are left out."""
+    users = [number for number, (role, _) in enumerate(turns) if role == "user"]
+    if not users:
+        return None
+    history = [(role, text) for role, text in turns[: users[-1]] if role in ("user", "assistant")]
+    return turns[users[-1]][1], history[-MAX_TURNS:]
+
+
+class UnreadableBodyError(ValueError):
+    """A request body that is not JSON this server can read; the message says why."""
+
+
+def read_json(body: bytes) -> Any:
+    """``body`` parsed as JSON, or :class:`UnreadableBodyError`. Nesting too deep for the parser
+    (thousands of brackets in a few kilobytes) is a ``RecursionError``, not a ``ValueError``:
+    both are the client's doing, and both are a 400."""
+    try:
+        return json.loads(body)
+    except RecursionError:
+        raise UnreadableBodyError(
+            "the body nests arrays or objects too deeply to read; send a flatter body"
+        ) from None
+    except ValueError as error:  # not JSON, not UTF-8, or a number too long to convert
+        raise UnreadableBodyError(f"the body is not JSON text ({error})") from None
+
+
+def data_frame(payload: dict[str, Any] | str) -> bytes:
+    """One Server-Sent Events ``data:`` frame: JSON, or a literal such as ``[DONE]``."""
+    data = payload if isinstance(payload, str) else json.dumps(payload, ensure_ascii=False)
+    return f"data: {data}\n\n".encode()

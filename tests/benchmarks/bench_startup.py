@@ -1,0 +1,116 @@
+"""How long the command line takes to start: whole processes, beside ``python -c pass``.
+
+    .venv/bin/python -m tests.benchmarks.bench_startup [--runs N]
+
+Each round runs, one after the other, ``python -c pass`` (the interpreter alone, the
+baseline), ``reactome-answers --help`` and ``reactome-answers logs list`` over a home with a
+few recorded logs; the rounds repeat ``--runs`` times so that all three see the same load on
+the machine. Prints the median wall time of each, its ratio to the baseline, and the peak
+memory (max RSS) of each; writes results/startup.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+from tests.benchmarks._common import table, write_results
+
+COMMAND = Path(sys.executable).with_name("reactome-answers")
+
+
+def _log_home(home: Path) -> None:
+    """A home with a few refused answers' logs, written as a request writes them."""
+    from callbacks.handler import AnswerEventHandler
+    from callbacks.log import EventLog, log_file_name
+
+    for n in range(5):
+        request_id = f"bench-{n}"
+        log = EventLog(
+            home / "logs" / log_file_name(request_id, datetime.now(UTC)),
+            {"request_id": request_id, "question": f"Should I take more statins? ({n})"},
+        )
+        handler = AnswerEventHandler(request_id=request_id, emit=log.event, record=log.callback)
+        handler.start("Should I take more statins?", ["auto"], {})
+        handler.finish("refused", text="I cannot advise on your own care.")
+        log.close()
+
+
+def _run(argv: list[str], env_home: Path) -> float:
+    """Wall seconds."""
+    start = time.perf_counter()
+    completed = subprocess.run(
+        argv,
+        capture_output=True,
+        text=True,
+        check=False,
+        env={"REACTOME_ANSWERS_HOME": str(env_home), "PATH": "/usr/bin:/bin"},
+    )
+    elapsed = time.perf_counter() - start
+    if completed.returncode != 0:
+        raise SystemExit(f"{' '.join(argv)} failed: {completed.stderr.strip()}")
+    return elapsed
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=15, help="rounds (default 15)")
+    args = parser.parse_args(argv)
+    commands = {
+        "python -c pass": [sys.executable, "-c", "pass"],
+        "reactome-answers --help": [str(COMMAND), "--help"],
+        "reactome-answers logs list": [str(COMMAND), "logs", "list"],
+    }
+    times: dict[str, list[float]] = {name: [] for name in commands}
+    memory: dict[str, int] = {}
+    with tempfile.TemporaryDirectory(prefix="bench-startup-") as tmp:
+        home = Path(tmp)
+        _log_home(home)
+        # Peak memory of each command alone, as a child of a fresh interpreter: a process's
+        # children's max RSS only grows.
+        for name, command in commands.items():
+            memory[name] = _peak_kb(command, home)
+        for _ in range(args.runs):
+            for name, command in commands.items():
+                times[name].append(_run(command, home))
+    baseline = statistics.median(times["python -c pass"])
+    rows = []
+    results = {}
+    for name in commands:
+        median = statistics.median(times[name])
+        rows.append([name, median * 1000, median / baseline, memory[name] / 1024])
+        results[name] = {
+            "median_ms": round(median * 1000, 1),
+            "ratio": round(median / baseline, 2),
+            "max_rss_mb": round(memory[name] / 1024, 1),
+        }
+    print(table(["command", "median ms", "x python -c pass", "max RSS MB"], rows))
+    path = write_results("startup", {"runs": args.runs, "commands": results})
+    print(f"wrote {path}")
+    return 0
+
+
+def _peak_kb(command: list[str], home: Path) -> int:
+    script = (
+        "import resource, subprocess, sys;"
+        "subprocess.run(sys.argv[1:], capture_output=True, check=True);"
+        "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)"
+    )
+    completed = subprocess.run(
+        [sys.executable, "-c", script, *command],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={"REACTOME_ANSWERS_HOME": str(home), "PATH": "/usr/bin:/bin"},
+    )
+    return int(completed.stdout.strip())
+
+
+if __name__ == "__main__":
+    sys.exit(main())
