@@ -3,7 +3,10 @@
 The code is grouped in subsystems, each a folder, and a subsystem imports only those below it
 (the README draws the same order):
 
-    app                      the command line, the HTTP backend, the web client
+    app                      the package's front (``__init__``, ``__main__``)
+    app.cli                  the command line: its commands, options, terminal renderers
+    app.http                 the HTTP service: its routes, middlewares, protocols
+    app.links                where a reference points on the website (both fronts use it)
     pipelines.pipeline       the composition root: joins the pipeline to the events
     callbacks                the event model, the callback handler, event logs and replay
     pipelines.answering      prompts, the extractive model, the models each setting chooses
@@ -15,13 +18,18 @@ The code is grouped in subsystems, each a folder, and a subsystem imports only t
     pipelines.language       the asker's language: its detection and the fixed texts in it
 
 ``pipelines`` itself (its ``__init__``) is the package's front door: it re-exports names from
-below and nothing inside the project imports it. Every import counts, at module level or
-inside a function."""
+below and nothing inside the project imports it. Every import counts, at module level, inside
+a function or under ``TYPE_CHECKING``.
+
+Inside a subsystem too, no module imports one that imports it, directly or through others
+(decision 0038): a module's imports are the project modules it names (``from a.b import c``
+names ``a.b.c`` when that is a module, else ``a.b``), not the packages above them."""
 
 from __future__ import annotations
 
 import ast
 import graphlib
+from collections.abc import Collection
 from pathlib import Path
 
 import pytest
@@ -41,6 +49,9 @@ ORDER = (
     "pipelines.answering",
     "callbacks",
     "pipelines.pipeline",
+    "app.links",
+    "app.http",
+    "app.cli",
     "app",
 )
 FRONT_DOOR = "pipelines"
@@ -118,7 +129,7 @@ def layer_violations(root: Path) -> list[str]:
             allowed = there != "app" and there != "callbacks"
         elif there == FRONT_DOOR:
             # The front door is for users (app is one); below it, import the subsystem.
-            allowed = here == "app"
+            allowed = _within(here, "app")
         else:
             allowed = ORDER.index(there) < ORDER.index(here)
         if not allowed:
@@ -135,6 +146,99 @@ def modules_outside_subsystems(root: Path) -> list[str]:
         if _within(module, FRONT_DOOR)
         and subsystem_of(module) == FRONT_DOOR
         and module != FRONT_DOOR
+    ]
+
+
+def _named_module(name: str, modules: Collection[str]) -> str | None:
+    """The project module an import of ``name`` runs last: ``name`` itself, or the module
+    it is an attribute of; None outside the project."""
+    while name and name not in modules:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def _modules_named(root: Path, path: Path, modules: Collection[str]) -> set[str]:
+    """The project modules ``path``'s imports name: ``import a.b`` and ``from a import b``
+    name ``a.b`` when it is a module (not the package ``a`` it is in)."""
+    name = module_name(root, path)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    named: set[str | None] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            named.update(_named_module(alias.name, modules) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                base = ".".join([*anchor, base] if base else anchor)
+            named.update(_named_module(f"{base}.{alias.name}", modules) for alias in node.names)
+    return {found for found in named if found is not None and found != name}
+
+
+def module_graph(root: Path) -> dict[str, set[str]]:
+    """Each project module and the project modules it imports (itself left out)."""
+    modules = project_modules(root)
+    return {module: _modules_named(root, path, modules) for module, path in modules.items()}
+
+
+def module_cycles(root: Path) -> list[list[str]]:
+    """The groups of modules that import each other, directly or through others (strongly
+    connected components of more than one module), each sorted."""
+    graph = module_graph(root)
+    order: dict[str, int] = {}
+    lowest: dict[str, int] = {}
+    stack: list[str] = []
+    cycles: list[list[str]] = []
+
+    def visit(module: str) -> None:  # Tarjan's algorithm
+        order[module] = lowest[module] = len(order)
+        stack.append(module)
+        for imported in sorted(graph[module]):
+            if imported not in order:
+                visit(imported)
+                lowest[module] = min(lowest[module], lowest[imported])
+            elif imported in stack:
+                lowest[module] = min(lowest[module], order[imported])
+        if lowest[module] == order[module]:
+            group: list[str] = []
+            while not group or group[-1] != module:
+                group.append(stack.pop())
+            if len(group) > 1:
+                cycles.append(sorted(group))
+
+    for module in sorted(graph):
+        if module not in order:
+            visit(module)
+    return sorted(cycles)
+
+
+def test_no_module_imports_one_that_imports_it() -> None:
+    assert module_cycles(ROOT) == []
+
+
+def test_the_cycle_check_finds_cycles_however_imported(tmp_path: Path) -> None:
+    files = {
+        # under TYPE_CHECKING, and a name imported from a module
+        "pipelines/pipeline/_answer.py": "from pipelines.pipeline._request import Request\n",
+        "pipelines/pipeline/_request.py": (
+            "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+            "    from pipelines.pipeline._answer import AnswerPipeline\n"
+        ),
+        # inside a function, through a third module, one relative import
+        "app/cli/logs.py": "def f():\n    from app.cli import rerun\n",
+        "app/cli/rerun.py": "from .selection import pick\n",
+        "app/cli/selection.py": "import app.cli.logs\n",
+        # not a cycle: a package's __init__ re-exporting its module, which imports a sibling
+        "app/http/__init__.py": "from app.http.factory import create_app\n",
+        "app/http/factory.py": "from app.http.deps import share\n",
+        "app/http/deps.py": "",
+    }
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    assert module_cycles(tmp_path) == [
+        ["app.cli.logs", "app.cli.rerun", "app.cli.selection"],
+        ["pipelines.pipeline._answer", "pipelines.pipeline._request"],
     ]
 
 
@@ -170,12 +274,16 @@ def test_the_check_finds_each_kind_of_violation(tmp_path: Path) -> None:
         # a module left directly in pipelines/
         "pipelines/helpers.py": "",
         "pipelines/__init__.py": "from pipelines.core.errors import InputError\n",
-        "app/cli.py": "from callbacks import events\nimport pipelines\n",
+        "app/cli/program.py": "from callbacks import events\nimport pipelines\n",
+        # the HTTP service never reaches up into the command line
+        "app/http/factory.py": "from app.cli.options import port_number\n",
     }
     for name, text in files.items():
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text(text)
     assert layer_violations(tmp_path) == [
+        "app.http.factory -> app.cli.options",
+        "app.http.factory -> app.cli.options.port_number",
         "callbacks.log -> app.cli",
         "pipelines.answering.prompts -> pipelines",
         "pipelines.answering.prompts -> pipelines.Settings",

@@ -349,7 +349,7 @@ def test_the_readme_is_at_most_250_lines() -> None:
 
 
 def test_decision_records_are_numbered_and_share_one_format() -> None:
-    records = sorted(DECISIONS.glob("*.md"))
+    records = decision_records(DECISIONS)
     numbers = []
     for record in records:
         match = re.fullmatch(r"(\d{4})-[a-z0-9-]+\.md", record.name)
@@ -361,3 +361,44 @@ def test_decision_records_are_numbered_and_share_one_format() -> None:
         assert sections == ["Context", "Decision", "Consequences"], record.name
     assert numbers == list(range(1, len(records) + 1)), "decision numbers run 0001, 0002, ..."
     assert len(records) >= 9
+
+
+def decision_records(folder: Path) -> list[Path]:
+    """The records in ``folder``: every Markdown file but its index, README.md."""
+    return sorted(path for path in folder.glob("*.md") if path.name != "README.md")
+
+
+_INDEX_ROW = re.compile(r"^\| \[(\d{4})\]\(([^)]+)\) \| (.+) \|$")
+
+
+def index_problems(folder: Path) -> list[str]:
+    """What the index (``folder``/README.md) gets wrong: each record is a row of its table,
+    ``| [NNNN](file) | title |``, and each row a record."""
+    have = []
+    for record in decision_records(folder):
+        title = text_of(record).splitlines()[0]
+        have.append((record.name[:4], record.name, title.partition(": ")[2]))
+    listed = [match.groups() for line in text_of(folder / "README.md").splitlines()
+              if (match := _INDEX_ROW.match(line))]  # fmt: skip
+    problems = [f"{name}: not in the index (add: | [{number}]({name}) | {title} |)"
+                for number, name, title in have if (number, name, title) not in listed]  # fmt: skip
+    problems += [f"the index lists {row[1]} as {row[2]!r}, which no record is"
+                 for row in listed if row not in have]  # fmt: skip
+    return problems
+
+
+def test_the_decisions_index_lists_every_record() -> None:
+    assert index_problems(DECISIONS) == []
+
+
+def test_the_index_check_finds_a_missing_row_and_a_stale_title(tmp_path: Path) -> None:
+    (tmp_path / "0001-first.md").write_text("# 0001: The first\n")
+    (tmp_path / "0002-second.md").write_text("# 0002: The second, renamed\n")
+    (tmp_path / "README.md").write_text(
+        "| Record | Decision |\n| --- | --- |\n| [0002](0002-second.md) | The second |\n"
+    )
+    assert index_problems(tmp_path) == [
+        "0001-first.md: not in the index (add: | [0001](0001-first.md) | The first |)",
+        "0002-second.md: not in the index (add: | [0002](0002-second.md) | The second, renamed |)",
+        "the index lists 0002-second.md as 'The second', which no record is",
+    ]

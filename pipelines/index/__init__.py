@@ -6,7 +6,13 @@ version's local indexes built from the store (``version_index``), the embedding 
 release files into all of these (``ingest``).
 """
 
-from pipelines.index.chunk_table import ChunkRecord, ChunkTable, ChunkTableWriter
+from pipelines.index.chunk_table import (
+    ChunkRecord,
+    ChunkTable,
+    ChunkTableWriter,
+    chunk_heading,
+    indexed_text,
+)
 from pipelines.index.embeddings import (
     MINILM_NAME,
     MINILM_Q8_NAME,
@@ -41,13 +47,7 @@ from pipelines.index.store import (
     stale_versions,
     version_named,
 )
-from pipelines.index.version_index import (
-    VersionIndex,
-    build_from_store,
-    chunk_heading,
-    copy_rows,
-    indexed_text,
-)
+from pipelines.index.version_index import VersionIndex, build_from_store, copy_rows
 
 __all__ = [
     "E5_Q8_NAME",

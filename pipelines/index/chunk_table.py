@@ -32,7 +32,7 @@ import functools
 import json
 import mmap
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -60,6 +60,8 @@ __all__ = [
     "MultilingualVectors",
     "add_multilingual",
     "add_sentences",
+    "chunk_heading",
+    "indexed_text",
 ]
 
 _VECTORS = "vectors.npy"
@@ -73,6 +75,20 @@ _DONE = "chunk_table.json"
 FORMAT = 2
 
 _Vectors = np.ndarray[Any, np.dtype[np.float32]]
+
+
+def chunk_heading(title: str, section: object) -> str:
+    """What a chunk's indexed text starts with: its document's title, and its section when
+    it has one of its own."""
+    if isinstance(section, str) and section and section != title:
+        return f"{title}: {section}"
+    return title
+
+
+def indexed_text(text: str, metadata: Mapping[str, Any]) -> str:
+    """The text a chunk is embedded and keyword-indexed as: its heading, then the chunk (the
+    store keeps the chunk alone, and the heading's parts in its metadata)."""
+    return f"{chunk_heading(str(metadata.get('title', '')), metadata.get('section'))}\n{text}"
 
 
 @dataclass(frozen=True)
@@ -400,8 +416,6 @@ def add_multilingual(folder: Path, embeddings: Embeddings) -> bool:
     """Give the table in ``folder`` the multilingual ``embeddings``' vector of each row, if
     it has none from that model; whether it wrote them. As :func:`add_sentences`, the
     table's other files are untouched and ``chunk_table.json`` is replaced last."""
-    from pipelines.index.version_index import indexed_text  # it imports this module
-
     table = ChunkTable.load(folder)
     if table is None:
         return False

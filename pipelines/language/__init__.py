@@ -15,12 +15,23 @@
 Decision 0035 records the detectors measured and why this one.
 """
 
-from pipelines.language._apertium import APERTIUM_CHAINS, ApertiumTranslator, english_translation
-from pipelines.language._detector import MIN_CONFIDENCE, detect_language
-from pipelines.language._glossary import english_gloss
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
 from pipelines.language._letters import MIN_LETTERS
 from pipelines.language._tags import DEFAULT_LANGUAGE, SUPPORTED_LANGUAGES, normalize_language
-from pipelines.language._texts import fixed_text
+
+if TYPE_CHECKING:
+    from pipelines.language._apertium import (
+        APERTIUM_CHAINS,
+        ApertiumTranslator,
+        english_translation,
+    )
+    from pipelines.language._detector import MIN_CONFIDENCE, detect_language
+    from pipelines.language._glossary import english_gloss
+    from pipelines.language._texts import fixed_text
 
 __all__ = [
     "APERTIUM_CHAINS",
@@ -35,3 +46,23 @@ __all__ = [
     "fixed_text",
     "normalize_language",
 ]
+
+# Imported on first use: the detector's model, the dictionary and the texts load numpy and
+# YAML, which a command that only reads its arguments or a log never needs. (The same as
+# pipelines.core.lazy, which this lowest layer cannot import.)
+_LAZY = {
+    "APERTIUM_CHAINS": "_apertium",
+    "ApertiumTranslator": "_apertium",
+    "english_translation": "_apertium",
+    "MIN_CONFIDENCE": "_detector",
+    "detect_language": "_detector",
+    "english_gloss": "_glossary",
+    "fixed_text": "_texts",
+}
+
+
+def __getattr__(name: str) -> object:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{module}"), name)

@@ -27,8 +27,9 @@ it works with LangChain's own ``astream_events``. Each call builds its own
 """
 
 from pipelines.core.options import RequestOptions
-from pipelines.pipeline._answer import AnswerObserver, AnswerPipeline, History, nothing_found_text
+from pipelines.pipeline._answer import AnswerPipeline, History, nothing_found_text
 from pipelines.pipeline._operator import PipelineOperator
+from pipelines.pipeline._parts import AnswerObserver
 from pipelines.pipeline._result import answer_result
 from pipelines.pipeline._runnable import PipelineRunnable
 

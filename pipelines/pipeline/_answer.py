@@ -9,7 +9,7 @@ from __future__ import annotations
 import weakref
 from collections.abc import AsyncGenerator, Iterator, Sequence
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.documents import Document
@@ -17,7 +17,7 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables import Runnable
 
-from callbacks.events import DoneData, DoneEvent, Event
+from callbacks.events import DoneEvent, Event
 from pipelines.answering.judges import EvidenceJudge
 from pipelines.answering.passages import RecentVectors, SentenceBank
 from pipelines.catalog.catalog import catalog_for, load_catalog
@@ -33,6 +33,7 @@ from pipelines.language import detect_language
 from pipelines.pipeline._chain import AnswerChain
 from pipelines.pipeline._logs import RequestLogs
 from pipelines.pipeline._operator import PipelineOperator
+from pipelines.pipeline._parts import AnswerObserver
 from pipelines.pipeline._request import AnswerRequest
 from pipelines.pipeline._result import answer_result
 from pipelines.pipeline._retrieval import OutsideRetrieval, OwnRetrieval, Retrieval
@@ -44,22 +45,13 @@ from pipelines.retrieval.refusal_rules import ADVICE_REFUSAL, Refusal, rule_refu
 if TYPE_CHECKING:
     from pipelines.retrieval.retriever import ReactomeRetriever
 
-__all__ = ["AnswerObserver", "AnswerPipeline", "History", "nothing_found_text"]
+__all__ = ["AnswerPipeline", "History", "nothing_found_text"]
 
 
 def nothing_found_text() -> str:
     """What a nothing-found answer says with the bundled collections (a pipeline whose
     settings declare more names them too)."""
     return load_catalog().nothing_found()
-
-
-class AnswerObserver(Protocol):
-    """Hears each answer start and end (``done`` None if it somehow ended without one), with
-    the number of token events it sent; called on the event loop, so it must be quick."""
-
-    def answer_started(self) -> None: ...
-
-    def answer_finished(self, done: DoneData | None, tokens: int) -> None: ...
 
 
 class AnswerPipeline:

@@ -31,7 +31,7 @@ from pipelines.language import DEFAULT_LANGUAGE, detect_language
 from pipelines.retrieval.refusal_rules import ADVICE_REFUSAL, Refusal
 
 if TYPE_CHECKING:
-    from pipelines.pipeline._answer import AnswerPipeline
+    from pipelines.pipeline._parts import RequestParts
 
 __all__ = ["REFUSAL_EVENT", "AnswerRequest"]
 
@@ -94,7 +94,7 @@ class AnswerRequest:
 
     def __init__(
         self,
-        pipeline: AnswerPipeline,
+        pipeline: RequestParts,
         question: str,
         options: RequestOptions,
         request_id: str | None = None,

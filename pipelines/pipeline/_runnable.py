@@ -25,7 +25,7 @@ from pipelines.core.options import RequestOptions
 from pipelines.pipeline._result import answer_result
 
 if TYPE_CHECKING:
-    from pipelines.pipeline._answer import AnswerPipeline
+    from pipelines.pipeline._parts import EventSource
 
 __all__ = ["PipelineRunnable"]
 
@@ -52,7 +52,7 @@ class PipelineRunnable(Runnable[dict[str, Any], dict[str, Any]]):
 
     name = "reactome-answers"
 
-    def __init__(self, pipeline: AnswerPipeline) -> None:
+    def __init__(self, pipeline: EventSource) -> None:
         self._pipeline = pipeline
 
     @property

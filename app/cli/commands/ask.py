@@ -11,20 +11,21 @@ from typing import TYPE_CHECKING
 
 from app.cli.commands.ingest import collection_list
 from app.cli.terminal.evidence import evidence_lines, no_evidence_line
-from app.links import reference_link
 from callbacks.events import DoneData, DoneEvent, Event, TokenEvent, to_jsonl
 from pipelines.core.errors import InputError
 from pipelines.core.options import checked_language
 from pipelines.core.settings import Settings
-from pipelines.language import SUPPORTED_LANGUAGES, fixed_text
+from pipelines.language import SUPPORTED_LANGUAGES
 
 if TYPE_CHECKING:
     from pipelines.pipeline import AnswerPipeline
 
-__all__ = ["add_answer_options", "add_ask_arguments", "cmd_ask", "print_answer", "read_history"]
+__all__ = ["SUMMARY", "add_answer_options", "add_arguments", "print_answer", "read_history", "run"]
+
+SUMMARY = "answer a question from the ingested collections, streaming, with its sources"
 
 
-def add_ask_arguments(parser: argparse.ArgumentParser) -> None:
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("question", help="the question, in quotes")
     output = parser.add_mutually_exclusive_group()
     output.add_argument(
@@ -146,6 +147,8 @@ def print_answer(
 ) -> DoneData:
     """Stream one answer to stdout as ``ask`` shows it (a failure's message to stderr); the
     ``done`` data."""
+    from app.links import reference_link
+    from pipelines.language import fixed_text
     from pipelines.pipeline import answer_result
 
     # chat has none of these options: it always prints the answer as text.
@@ -199,7 +202,7 @@ def print_answer(
     return data
 
 
-def cmd_ask(args: argparse.Namespace, settings: Settings) -> int:
+def run(args: argparse.Namespace, settings: Settings) -> int:
     from pipelines.pipeline import AnswerPipeline
 
     history = read_history(args.history) if args.history else []

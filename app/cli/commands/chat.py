@@ -11,16 +11,18 @@ from app.cli.commands.ask import add_answer_options, print_answer
 from app.cli.terminal.guard import visible
 from pipelines.core.settings import Settings
 
-__all__ = ["add_chat_arguments", "cmd_chat"]
+__all__ = ["SUMMARY", "add_arguments", "run"]
+
+SUMMARY = "a conversation in the terminal: each question asked with the turns before it"
 
 _NEW = "/new"
 
 
-def add_chat_arguments(parser: argparse.ArgumentParser) -> None:
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_answer_options(parser)
 
 
-def cmd_chat(args: argparse.Namespace, settings: Settings) -> int:
+def run(args: argparse.Namespace, settings: Settings) -> int:
     from pipelines.pipeline import AnswerPipeline
 
     pipeline = AnswerPipeline(settings)

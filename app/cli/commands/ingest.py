@@ -1,26 +1,28 @@
-"""The ``ingest`` and ``collections`` commands."""
+"""``reactome-answers ingest``: the sample corpus, a folder of release files, or a download,
+into the home's store."""
 
 from __future__ import annotations
 
 import argparse
 import json
-import shlex
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pipelines.catalog.catalog import catalog_for
 from pipelines.core.errors import InputError, ReactomeAnswersError
 from pipelines.core.settings import Settings
 
 if TYPE_CHECKING:
     from pipelines.index.ingest import CollectionSummary
 
-# pipelines.index.ingest and pipelines.index.store pull in Chroma, LangChain and onnxruntime;
-# they are imported inside the commands so `--help` and the light commands start quickly.
+# The catalog (through the language detector: numpy) and pipelines.index.ingest (Chroma,
+# LangChain, onnxruntime) are imported inside the functions: `--help` and the light commands
+# start without them (app.cli.registry).
 
-__all__ = ["add_ingest_arguments", "cmd_collections", "cmd_ingest", "collection_list"]
+__all__ = ["SUMMARY", "add_arguments", "collection_list", "run"]
+
+SUMMARY = "ingest the sample corpus, a folder of Reactome release files, or a download"
 
 _COLUMNS = ("added", "updated", "deleted", "unchanged", "skipped", "errors", "documents", "chunks")
 
@@ -28,6 +30,8 @@ _COLUMNS = ("added", "updated", "deleted", "unchanged", "skipped", "errors", "do
 def collection_list(value: str) -> list[str]:
     """Comma-separated names of declared collections (the bundled ones and any under
     ``REACTOME_ANSWERS_COLLECTIONS_PATH``)."""
+    from pipelines.catalog.catalog import catalog_for
+
     names = [name.strip() for name in value.split(",") if name.strip()]
     try:
         known = catalog_for().names
@@ -42,7 +46,7 @@ def collection_list(value: str) -> list[str]:
     return names
 
 
-def add_ingest_arguments(parser: argparse.ArgumentParser) -> None:
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument(
         "--sample",
@@ -101,7 +105,8 @@ def _table(summaries: Sequence[CollectionSummary]) -> str:
     return "\n".join(lines)
 
 
-def cmd_ingest(args: argparse.Namespace, settings: Settings) -> int:
+def run(args: argparse.Namespace, settings: Settings) -> int:
+    from pipelines.catalog.catalog import catalog_for
     from pipelines.index.ingest import ingest, locate_files, sample_files
 
     catalog = catalog_for(settings)
@@ -153,27 +158,3 @@ def cmd_ingest(args: argparse.Namespace, settings: Settings) -> int:
             for problem in summary.problems:
                 print(f"{summary.name}: {problem.kind}: {problem}", file=sys.stderr)
     return 1 if any(summary.failure for summary in summaries) else 0
-
-
-def cmd_collections(args: argparse.Namespace, settings: Settings) -> int:
-    from pipelines.index import store
-
-    catalog = catalog_for(settings)
-    infos = store.collection_infos(store.open_client(settings), catalog.names)
-    if args.json:
-        print(json.dumps([info.as_json() for info in infos], indent=2))
-        return 0
-    if not infos:
-        home = shlex.quote(str(settings.home))
-        print(f"nothing ingested in {settings.home}; run: reactome-answers --home {home} "
-              "ingest --sample")  # fmt: skip
-        return 0
-    for info in infos:
-        print(
-            f"{info.name}: {info.documents} documents, {info.chunks} chunks, "
-            f"release {info.release}, {info.embedding_model}, ingested {info.created_at}"
-        )
-        print(f"    {catalog[info.name].description}")
-        for file_name, digest in sorted(info.files.items()):
-            print(f"    {file_name}  sha256:{digest[:16]}")
-    return 0

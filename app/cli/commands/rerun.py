@@ -1,4 +1,5 @@
-"""``replay --rerun LOG`` and ``logs rerun``: ask logged questions again, say what changed.
+"""``logs rerun [LOG]`` (and its alias ``replay --rerun LOG``): ask logged questions again,
+say what changed.
 
 Each logged question is asked again with its history, collections and citation options,
 against the current home and model (``--home``, ``--chroma-host``, ``--llm`` point it at a new
@@ -20,8 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-# _find: a log named as every command names one (path, file name or request id).
-from app.cli.commands.logs import _find, add_selection_arguments, selected_log_paths
+from app.cli.log_selection import add_selection_arguments, find_log, selected_log_paths
 from callbacks.events import DoneData, DoneEvent, ErrorEvent, Event, Timings
 from callbacks.log import LogContents, read_log
 from callbacks.rerun_diff import (
@@ -40,23 +40,18 @@ from pipelines.core.settings import Settings
 if TYPE_CHECKING:
     from pipelines.pipeline import AnswerPipeline
 
-__all__ = ["REPLAY_RERUN_HELP", "add_logs_rerun_parser", "cmd_logs_rerun", "cmd_replay_rerun"]
+__all__ = ["add_rerun_action", "rerun_one", "run_rerun"]
 
 _NOT_LOGGED = (
     "The reruns write no event log (so a later 'logs rerun' does not rerun them); give --log "
     "to keep them."
 )
-REPLAY_RERUN_HELP = (
-    "ask the logged question again (its history, collections and options) against the "
-    "current home and model, and print what changed: the state, the references added, "
-    "removed or moved, a diff of the text; exit 0 when the state and references are the "
-    "same, 1 when they differ, 2 for a log that cannot be read. The rerun writes no event "
-    "log unless --log is given"
-)
 _LOGS_RERUN_DESCRIPTION = (
-    "Ask each selected logged question again (all logs by default; --last, --since, --state "
-    "select as for 'logs stats') against the current home and model, as 'replay --rerun' "
-    "does for one, and end with how many answers changed their references and their state. "
+    "Ask a logged question again (LOG), or each selected one (all logs by default; --last, "
+    "--since, --state select as for 'logs stats'), against the current home and model. For "
+    "one log: what changed (the state, the references added, removed or moved, a diff of the "
+    "text); for many: each log's verdict, then how many answers changed their references and "
+    "their state. 'replay LOG --rerun' is an alias of 'logs rerun LOG'. "
     "Point --home or --chroma-host at a new release (and --logs at the recorded traffic, "
     "when it lives elsewhere) to check the release before it goes live. Exit 0 when every "
     "state and reference list is the same, 1 when any differs, 2 for a usage mistake. "
@@ -64,13 +59,16 @@ _LOGS_RERUN_DESCRIPTION = (
 )
 
 
-def add_logs_rerun_parser(actions: Any) -> None:
+def add_rerun_action(actions: Any) -> None:
     """``logs rerun`` under ``actions``, the ``logs`` command's subparsers."""
     parser = actions.add_parser(
         "rerun",
         help="ask logged questions again on the current release and model: which answers "
         "changed their references or state",
         description=_LOGS_RERUN_DESCRIPTION,
+    )
+    parser.add_argument(
+        "log", nargs="?", help="a log file, or a request id (omit: the selected logs)"
     )
     add_selection_arguments(parser)
     parser.add_argument(
@@ -174,12 +172,13 @@ def _rerun(pipeline: AnswerPipeline, path: Path, contents: LogContents) -> Rerun
     return dataclasses.replace(unasked, change=change, error=error_message)
 
 
-# --- replay --rerun LOG ----------------------------------------------------------------------
+# --- logs rerun LOG ----------------------------------------------------------------------
 
 
-def cmd_replay_rerun(args: argparse.Namespace, settings: Settings) -> int:
+def rerun_one(args: argparse.Namespace, settings: Settings) -> int:
+    """One log asked again, its changes printed in full."""
     try:
-        path = _find(settings, args.log)
+        path = find_log(settings, args.log)
         contents = read_log(path)
         contents.check_complete()
         recorded_request(contents.header, str(path))
@@ -286,7 +285,21 @@ def _verdict(rerun: Rerun) -> str:
     return f"{verdict} ({_model_note(change)})" if change.model_changed else verdict
 
 
-def cmd_logs_rerun(args: argparse.Namespace, settings: Settings) -> int:
+def run_rerun(args: argparse.Namespace, settings: Settings) -> int:
+    """``logs rerun``: the one log named, or the selected ones."""
+    if args.log is None:
+        return _rerun_many(args, settings)
+    if args.last or args.since or args.state or args.logs or args.json:
+        return _usage_error(
+            InputError(
+                "--last, --since, --state, --logs and --json are for many logs",
+                fix="leave out the log to rerun a selection, or the options to rerun one log",
+            )
+        )
+    return rerun_one(args, settings)
+
+
+def _rerun_many(args: argparse.Namespace, settings: Settings) -> int:
     try:
         selection = _selection(args, settings)
     except (EventLogError, InputError) as error:
