@@ -163,6 +163,14 @@ def test_health_collections_and_docs(base_url: str) -> None:
     assert httpx.get(f"{base_url}/docs").status_code == 200
     paths = httpx.get(f"{base_url}/openapi.json").json()["paths"]
     assert {"/v1/answer", "/v1/answer/stream", "/healthz", "/v1/collections"} <= set(paths)
+    # Each surface under its own heading in /docs, none under "default".
+    tags = {f"{method.upper()} {path}": operation.get("tags") for path, item in paths.items()
+            for method, operation in item.items()}  # fmt: skip
+    assert [operation for operation, tagged in tags.items() if not tagged] == []
+    assert tags["POST /v1/answer/stream"] == ["answers"]
+    assert tags["POST /v1/chat/completions"] == ["OpenAI"]
+    assert tags["POST /api/chat"] == ["AI SDK"]
+    assert tags["GET /healthz"] == ["operations"]
 
 
 def test_health_without_a_store_is_503(tmp_path: Path) -> None:

@@ -1,23 +1,24 @@
-"""The HTTP backend: one shared pipeline behind four surfaces, each an ``APIRouter``.
+"""The HTTP backend: one shared pipeline behind its surfaces, one module of
+:mod:`app.http.routes` each, included by :func:`include_surfaces`.
 
 - :mod:`app.http.routes.native`: ``POST /v1/answer``, ``POST /v1/answer/stream``,
   ``GET /v1/collections``, ``GET /v1/limits``;
-- :mod:`app.http.routes.openai_chat`: ``GET /v1/models``, ``POST /v1/chat/completions`` (the OpenAI
-  protocol);
+- :mod:`app.http.routes.openai_chat`: ``GET /v1/models``, ``POST /v1/chat/completions`` (the
+  OpenAI protocol);
 - :mod:`app.http.routes.ai_sdk`: ``POST /api/chat`` (the Vercel AI SDK's UI message stream);
 - :mod:`app.http.routes.health`: ``GET``/``HEAD /healthz``, ``GET /metrics``;
 - :mod:`app.http.routes.feedback`: ``POST /v1/answers/{request_id}/feedback``;
 - :mod:`app.http.routes.log_page`: ``GET /logs/{request_id}``, one answer's log as a page, and
   ``GET /v1/logs/{request_id}``, its data;
-- :mod:`app.http.routes.web`: ``GET /``, the reference web client (``app/web/``), plain JavaScript
-  with no build step;
+- :mod:`app.http.routes.web`: ``GET /``, the reference web client (``app/web/``), plain
+  JavaScript with no build step;
 - :mod:`app.http.routes.mcp`: ``/mcp``, the tools of the Model Context Protocol over its
   Streamable HTTP transport.
 
 OpenAPI is at ``/docs``. A route is given the pipeline, the settings, the catalog and the
 metrics by dependencies (:mod:`app.http.deps`) over what :func:`create_app` shares on
-``app.state``; the routes that answer are :class:`app.http.middleware.access.AnswerRoute`, which the
-answer cap finds by itself. :func:`create_app` builds the shared state, installs the
+``app.state``; the routes that answer are :class:`app.http.middleware.access.AnswerRoute`,
+which the answer cap finds by itself. :func:`create_app` builds the shared state, installs the
 middlewares and error handlers, and includes the routers.
 
 The pipeline is built once at start-up and serves concurrent requests, each with its own
@@ -52,11 +53,11 @@ from app.http.models import AnswerRequest, answer_request_model
 from app.http.protocols.mcp_wire import MCP_PATH
 from app.http.routes import ai_sdk, feedback, health, openai_chat
 from app.http.routes.log_page import log_page_router
-from app.http.routes.mcp import add_mcp
-from app.http.routes.native import KEEP_ALIVE_S, STREAM_HEADERS, native_router
+from app.http.routes.mcp import MCPTransport, add_mcp
+from app.http.routes.native import KEEP_ALIVE_S, STREAM_HEADERS, limits_router, native_router
 from app.http.routes.web import add_web_client
 from app.http.settings import ServerSettings, load_server_settings
-from pipelines.catalog.catalog import catalog_for
+from pipelines.catalog.catalog import Catalog, catalog_for
 from pipelines.core.errors import ReactomeAnswersError
 from pipelines.core.redaction import redact_also, warn_not_done
 from pipelines.core.settings import Settings, load_settings
@@ -163,6 +164,26 @@ def add_cors(app: FastAPI, settings: ServerSettings) -> None:
         )
 
 
+def include_surfaces(
+    app: FastAPI, server: ServerSettings, pipeline: AnswerPipeline, catalog: Catalog
+) -> MCPTransport:
+    """Every surface of ``serve``, in one place: one router per module of
+    :mod:`app.http.routes` (its prefix and OpenAPI tags its own), the web client's page and
+    assets, and MCP's transport, which is returned for the lifespan to run."""
+    # The native body's ``collections`` are this catalog's names; the log page, with API
+    # keys, leaves saying whether an id is logged to the data route behind them.
+    app.include_router(native_router(answer_request_model(catalog.names)))
+    app.include_router(limits_router)
+    app.include_router(openai_chat.router)
+    app.include_router(ai_sdk.router)
+    app.include_router(feedback.router)
+    app.state.rates_answers = True  # GET /v1/limits tells the web client it may rate answers
+    app.include_router(log_page_router(keyed=bool(server.api_key_set)))
+    app.include_router(health.router)
+    add_web_client(app)
+    return add_mcp(app, pipeline, catalog)
+
+
 def create_app(
     settings: Settings | None = None,
     *,
@@ -191,14 +212,7 @@ def create_app(
     share(app, settings, server, pipeline=shared, catalog=catalog, metrics=metrics)
     app.state.shared_limits = limits
 
-    app.include_router(native_router(answer_request_model(catalog.names)))
-    app.include_router(openai_chat.router)
-    app.include_router(ai_sdk.router)
-    feedback.add_feedback(app)
-    app.include_router(log_page_router(keyed=bool(server.api_key_set)))
-    add_web_client(app)
-    app.include_router(health.router)
-    app.state.mcp = add_mcp(app, shared, catalog)
+    app.state.mcp = include_surfaces(app, server, shared, catalog)
 
     # Starlette runs the middleware added last first: metrics, CORS, keys and rate, the body
     # read whole, JSON only, then the answer cap, so a stalled body never holds a slot.

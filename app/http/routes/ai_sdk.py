@@ -117,7 +117,7 @@ def _evidence(number: int, item: EvidenceData) -> dict[str, Any]:
 
 
 # Every route of this protocol answers.
-router = APIRouter(route_class=AnswerRoute)
+router = APIRouter(prefix="/api", tags=["AI SDK"], route_class=AnswerRoute)
 
 
 def _request_schema() -> dict[str, Any]:
@@ -151,7 +151,7 @@ def _request_schema() -> dict[str, Any]:
 
 
 @router.post(
-    "/api/chat",
+    "/chat",
     summary="The Vercel AI SDK's UI message stream (useChat's default endpoint)",
     openapi_extra={
         "requestBody": {

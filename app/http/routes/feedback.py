@@ -1,14 +1,13 @@
 """``POST /v1/answers/{request_id}/feedback``: a user rates an answer, up or down, with an
 optional comment, stored beside that answer's event log (:mod:`callbacks.feedback`).
 
-The answer is found by its request id in ``settings.logs_dir``, which several instances may
-share: feedback sent to one instance reaches the log another wrote. Only an answer's log is
-rated (:func:`app.http.routes.log_page.newest_answer_log`): anything else named like one, a FIFO, a
-link or a stray file, is a 404 as an unknown id is. A later rating replaces the earlier, read
-and written under the folder's lock (:func:`callbacks.feedback.rate_answer`), so the metrics
-move each answer from one count to the other exactly once per change. The route is behind
-the API keys and the rate limit as every other, but is no answer, so it takes no answer slot
-(its router is a plain one).
+The answer is found by its request id in ``settings.logs_dir``, which several instances may share:
+feedback sent to one instance reaches the log another wrote. Only an answer's log is rated
+(:func:`app.http.routes.log_page.newest_answer_log`): anything else named like one, a FIFO, a link
+or a stray file, is a 404 as an unknown id is. A later rating replaces the earlier, read and written
+under the folder's lock (:func:`callbacks.feedback.rate_answer`), so the metrics move each answer
+from one count to the other exactly once per change. The route is behind the API keys and the rate
+limit as every other, but is no answer, so it takes no answer slot (its router is a plain one).
 """
 
 from __future__ import annotations
@@ -31,10 +30,10 @@ from app.http.routes.log_page import (
 from callbacks.feedback import MAX_COMMENT_CHARS, rate_answer
 from pipelines.core.settings import Settings
 
-__all__ = ["FEEDBACK_PATH", "FeedbackRequest", "add_feedback", "rates_answers", "router"]
+__all__ = ["FEEDBACK_PATH", "FeedbackRequest", "rates_answers", "router"]
 
 FEEDBACK_PATH = "/v1/answers/{request_id}/feedback"
-router = APIRouter()
+router = APIRouter(tags=["feedback"])
 
 
 class FeedbackRequest(BaseModel):
@@ -85,13 +84,6 @@ async def feedback(
     # the comment) moves nothing.
     metrics.feedback_given(stored["rating"], None if earlier is None else earlier["rating"])
     return JSONResponse(stored, status_code=201 if earlier is None else 200)
-
-
-def add_feedback(app: FastAPI) -> None:
-    """The feedback route on ``app``, and the mark GET /v1/limits reads (see
-    :func:`rates_answers`)."""
-    app.include_router(router)
-    app.state.rates_answers = True
 
 
 def rates_answers(app: FastAPI, settings: Settings) -> bool:

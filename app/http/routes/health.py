@@ -18,7 +18,7 @@ from pipelines.core.redaction import redact_secrets
 
 __all__ = ["router"]
 
-router = APIRouter()
+router = APIRouter(tags=["operations"])
 _DETAILS_NEED_A_KEY = "send 'Authorization: Bearer KEY' for the details"
 
 

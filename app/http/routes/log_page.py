@@ -128,7 +128,7 @@ def _is_logged(folder: Path, request_id: str) -> bool:
 
 def log_page_router(*, keyed: bool) -> APIRouter:
     """``serve``'s page and data routes; ``keyed``: the server takes API keys."""
-    router = APIRouter()
+    router = APIRouter(tags=["logs"])
 
     @router.get("/logs/{request_id}", include_in_schema=False)
     async def log_page(request_id: str, settings: SettingsDep) -> Response:
@@ -162,7 +162,7 @@ def log_page_router(*, keyed: bool) -> APIRouter:
 
 def replay_log_router(view: dict[str, Any]) -> APIRouter:
     """The page and data routes of ``replay --serve``, for the one log it replays."""
-    router = APIRouter()
+    router = APIRouter(tags=["logs"])
     logged = str(view.get("request_id"))
 
     @router.get("/logs/{request_id}", include_in_schema=False)

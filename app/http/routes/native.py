@@ -81,10 +81,10 @@ def _serves_log_pages(app: FastAPI) -> bool:
     return True
 
 
-limits_router = APIRouter()
+limits_router = APIRouter(prefix="/v1", tags=["limits"])
 
 
-@limits_router.get("/v1/limits", summary="The limits a request must keep to")
+@limits_router.get("/limits", summary="The limits a request must keep to")
 async def limits(settings: SettingsDep, request: Request) -> ServedLimits:
     return ServedLimits(
         max_question_chars=settings.max_question_chars,
@@ -98,10 +98,10 @@ async def limits(settings: SettingsDep, request: Request) -> ServedLimits:
 def native_router(request_model: type[AnswerRequest]) -> APIRouter:
     """The native routes, whose body is ``request_model`` (:func:`app.http.models.
     answer_request_model`: its ``collections`` are the app's catalog's)."""
-    router = APIRouter()
+    router = APIRouter(prefix="/v1", tags=["answers"])
     answering = APIRouter(route_class=AnswerRoute)
 
-    @answering.post("/v1/answer", summary="Answer a question; the done event's data as JSON")
+    @answering.post("/answer", summary="Answer a question; the done event's data as JSON")
     @_body_is(request_model)
     async def answer(
         body: AnswerRequest, request: Request, pipeline: PipelineDep, settings: SettingsDep
@@ -118,7 +118,7 @@ def native_router(request_model: type[AnswerRequest]) -> APIRouter:
             return JSONResponse(result, status_code=http_status_for(result["error"]["code"]))
         return result
 
-    @answering.post("/v1/answer/stream", summary="Answer a question as Server-Sent Events")
+    @answering.post("/answer/stream", summary="Answer a question as Server-Sent Events")
     @_body_is(request_model)
     async def answer_stream(
         body: AnswerRequest, pipeline: PipelineDep, settings: SettingsDep
@@ -142,12 +142,11 @@ def native_router(request_model: type[AnswerRequest]) -> APIRouter:
 
     router.include_router(answering)
 
-    @router.get("/v1/collections", summary="What is ingested")
+    @router.get("/collections", summary="What is ingested")
     async def collections(pipeline: PipelineDep, catalog: CatalogDep) -> list[dict[str, Any]]:
         from pipelines.index import store
 
         infos = store.collection_infos(pipeline.operator.store_client(), catalog.names)
         return [info.as_json() for info in infos]
 
-    router.include_router(limits_router)
     return router

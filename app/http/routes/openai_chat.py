@@ -157,17 +157,17 @@ def _usage(done: DoneEvent) -> dict[str, int]:
     return {"prompt_tokens": prompt, "completion_tokens": answer, "total_tokens": prompt + answer}
 
 
-router = APIRouter()
+router = APIRouter(prefix="/v1", tags=["OpenAI"])
 _answering = APIRouter(route_class=AnswerRoute)
 
 
-@router.get("/v1/models", summary="OpenAI-compatible: the one model this server answers as")
+@router.get("/models", summary="OpenAI-compatible: the one model this server answers as")
 async def models() -> dict[str, Any]:
     model = {"id": MODEL_ID, "object": "model", "created": _STARTED, "owned_by": MODEL_ID}
     return {"object": "list", "data": [model]}
 
 
-@router.get("/v1/models/{model}", include_in_schema=False)
+@router.get("/models/{model}", include_in_schema=False)
 async def model(model: str) -> Any:
     if model != MODEL_ID:
         return openai_error_response(
@@ -177,7 +177,7 @@ async def model(model: str) -> Any:
 
 
 @_answering.post(
-    "/v1/chat/completions",
+    "/chat/completions",
     summary="OpenAI-compatible chat completions, streamed or not",
     openapi_extra={
         "requestBody": {
