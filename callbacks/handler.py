@@ -53,17 +53,7 @@ from callbacks.events import (
     TokenEvent,
     Usage,
 )
-from pipelines.answering.evidence import (
-    Claim,
-    Evidence,
-    Verdict,
-    claims_of,
-    drop_unsupported,
-    evidence_items,
-)
 from pipelines.citations.finalize import (
-    cited_numbers,
-    finalize_citations,
     strip_out_of_range_markers,
 )
 from pipelines.citations.live import LiveCitations
@@ -73,6 +63,8 @@ from pipelines.core.errors import EventHandlerError
 from pipelines.core.redaction import one_line, redact_secrets
 from pipelines.core.tags import ANSWER_TAG, RETRIEVAL_TAG
 from pipelines.core.tokens import count_tokens
+from pipelines.evidence.claims import Claim, Evidence, Verdict, claims_of, evidence_items
+from pipelines.evidence.final import final_answer, live_references
 
 __all__ = ["AnswerEventHandler"]
 
@@ -545,22 +537,12 @@ class AnswerEventHandler(BaseCallbackHandler):
         live = self._answer.live
         if live is not None and state in ("answered", "failed"):
             return self._finish_live(state, text, live, ruled)
-        sources = self._answer.sources if state in ("answered", "failed") else []
         raw = self.raw_text if text is None else text
-        stripped = strip_out_of_range_markers(raw, len(sources))
-        if drop and ruled:
-            kept_markers = drop_unsupported(stripped, sources, ruled)
-            if cited_numbers(stripped) and not cited_numbers(kept_markers):
-                # Every marker was unsupported: the answer cites nothing it can stand on,
-                # which is not the same as a model that never cited (that keeps the list).
-                sources = []
-            stripped = kept_markers
-        final_text, kept = finalize_citations(stripped, sources)
-        if not sources or (state == "failed" and not cited_numbers(stripped)):
-            kept = []
-        references = [_reference(index, source) for index, source in enumerate(kept, start=1)]
-        evidence = evidence_items(final_text, kept, ruled) if ruled else []
-        return self._send_done(state, final_text, references, evidence=evidence)
+        final = final_answer(state, raw, self._answer.sources, ruled, drop=drop)
+        references = [
+            _reference(index, source) for index, source in enumerate(final.references, start=1)
+        ]
+        return self._send_done(state, final.text, references, evidence=final.evidence)
 
     def _finish_live(
         self,
@@ -583,8 +565,7 @@ class AnswerEventHandler(BaseCallbackHandler):
             self._answer.held_back_s = max(self._answer.held_back_s, waited)
         sent = live.n_cited if state == "answered" else self._answer.references_sent
         cited = [live.cited_source(index) for index in range(sent)]
-        # Nothing cited: a grounded answer keeps the untouched list, a failed one none.
-        kept = cited if cited or state == "failed" else self._answer.sources
+        kept = live_references(state, cited, self._answer.sources)
         references = [_reference(index, source) for index, source in enumerate(kept, start=1)]
         held = {
             "held_back_ms": round(self._answer.held_back_s * 1000, 3),

@@ -20,7 +20,7 @@ __all__ = [
     "mapping",
     "model_input",
     "model_raw_text",
-    "retrieval_record",
+    "read_retrieval_record",
     "searched_queries",
 ]
 
@@ -45,7 +45,7 @@ def searched_queries(contents: LogContents) -> list[str]:
     return [str(query) for query in queries] if isinstance(queries, list) else []
 
 
-def retrieval_record(contents: LogContents) -> dict[str, Any] | None:
+def read_retrieval_record(contents: LogContents) -> dict[str, Any] | None:
     """The retriever's candidates and their outcomes (``reactome-answers:retrieval``), or
     None for a log written before the retriever recorded them, or by another retriever."""
     return custom_data(contents, RETRIEVAL_RECORD)

@@ -34,7 +34,7 @@ from callbacks.log_records import (
     mapping,
     model_input,
     model_raw_text,
-    retrieval_record,
+    read_retrieval_record,
     searched_queries,
 )
 from pipelines.core.tags import EXPANSION_RECORD
@@ -91,7 +91,7 @@ def log_view(contents: LogContents, feedback: dict[str, Any] | None = None) -> d
             "collections": _strings(expansion.get("collections")),
         },
         "timeline": timeline(contents.events),
-        "candidates": _candidates(retrieval_record(contents), references),
+        "candidates": _candidates(read_retrieval_record(contents), references),
         "answer": {
             "text": done.data.text if done else _streamed_text(contents.events),
             "references": [reference.model_dump() for reference in references],

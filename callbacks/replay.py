@@ -19,8 +19,8 @@ from pydantic import ValidationError
 from callbacks.events import DoneEvent, Event, StartEvent, to_jsonl
 from callbacks.handler import AnswerEventHandler
 from callbacks.log import LogContents
-from pipelines.answering.evidence import Claim, Verdict
 from pipelines.core.errors import EventLogError
+from pipelines.evidence.claims import Claim, Verdict
 
 __all__ = [
     "MAX_GAP_S",

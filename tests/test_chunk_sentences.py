@@ -18,8 +18,6 @@ import pytest
 from langchain_core.embeddings import Embeddings
 
 from callbacks.events import DoneEvent
-from pipelines.answering.passages import PassageSentences, RecentVectors, SentenceBank
-from pipelines.answering.sentences import clean_sentence, sentence_spans
 from pipelines.catalog import bundled_dir
 from pipelines.catalog.catalog import COLLECTION_NAMES
 from pipelines.core.settings import load_settings
@@ -27,6 +25,8 @@ from pipelines.index import store
 from pipelines.index.chunk_sentences import FILES, joinable, unit_rows, work_out
 from pipelines.index.chunk_table import ChunkTable, ChunkTableWriter
 from pipelines.index.ingest import ingest, locate_files
+from pipelines.index.passages import PassageSentences, RecentVectors, SentenceBank
+from pipelines.index.sentences import clean_sentence, sentence_spans
 from pipelines.pipeline import AnswerPipeline
 
 CHUNKS = [

@@ -17,7 +17,9 @@ from callbacks.events import DoneEvent, Event
 from callbacks.handler import AnswerEventHandler
 from callbacks.log import LogContents
 from callbacks.replay import replay_events
-from pipelines.answering.evidence import (
+from pipelines.citations.finalize import finalize_citations, strip_out_of_range_markers
+from pipelines.citations.sources import Source, number_sources
+from pipelines.evidence.claims import (
     Claim,
     Verdict,
     cited_sentences,
@@ -25,8 +27,7 @@ from pipelines.answering.evidence import (
     drop_unsupported,
     evidence_items,
 )
-from pipelines.citations.finalize import finalize_citations, strip_out_of_range_markers
-from pipelines.citations.sources import Source, number_sources
+from pipelines.evidence.final import final_answer, live_references
 from tests.support.invariants import check_stream
 
 PASSAGES = [
@@ -236,3 +237,49 @@ def test_a_replay_of_the_log_reproduces_the_evidence(live: bool) -> None:
     last = replay_events(contents)[-1]
     assert isinstance(last, DoneEvent)
     assert last.data == done.data.model_copy(update={"timings": last.data.timings})
+
+
+# --- the finalizer's policy, without a handler ----------------------------------------------
+
+
+def _ids(sources: Sequence[Source]) -> list[str | None]:
+    return [source.st_id for source in sources]
+
+
+def test_an_answer_keeps_what_it_cites_in_first_citation_order() -> None:
+    final = final_answer("answered", "LCAT acts [3]. ABCA1 too [1][9].", _sources(), {})
+    assert final.text == "LCAT acts [1]. ABCA1 too [2]."
+    assert _ids(final.references) == ["R-HSA-3", "R-HSA-1"]
+    assert final.evidence == []
+
+
+def test_an_answer_citing_nothing_keeps_every_source_and_a_failure_none() -> None:
+    assert _ids(final_answer("answered", "No markers.", _sources(), {}).references) == [
+        "R-HSA-1",
+        "R-HSA-2",
+        "R-HSA-3",
+    ]
+    assert final_answer("failed", "Cut off before a marker", _sources(), {}).references == []
+    failed = final_answer("failed", "Cut off after [2] and", _sources(), {})
+    assert (failed.text, _ids(failed.references)) == ("Cut off after [1] and", ["R-HSA-2"])
+
+
+def test_a_refusal_has_no_references_and_no_markers() -> None:
+    refused = final_answer("refused", "I cannot advise on that [1].", _sources(), {})
+    assert (refused.text, refused.references) == ("I cannot advise on that.", [])
+
+
+def test_dropping_every_unsupported_marker_leaves_no_references() -> None:
+    sources, text = _sources(), "ABCA1 exports cholesterol [2]."
+    ruled = {(c.sentence, c.source_n): v for c, v in _verdicts(sources, text, {2})}
+    dropped = final_answer("answered", text, sources, ruled, drop=True)
+    assert (dropped.text, dropped.references) == ("ABCA1 exports cholesterol.", [])
+    flagged = final_answer("answered", text, sources, ruled)
+    assert [item.supported for item in flagged.evidence] == [False]
+
+
+def test_live_references_are_what_was_cited_or_else_the_untouched_list() -> None:
+    sources = _sources()
+    assert live_references("answered", sources[2:], sources) == sources[2:]
+    assert live_references("answered", [], sources) == sources
+    assert live_references("failed", [], sources) == []

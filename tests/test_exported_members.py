@@ -4,7 +4,7 @@ is in its ``__all__``, ``__all__`` is sorted the way ruff's RUF022 sorts it, and
 ``__all__`` resolves, lazy re-exports (pipelines/core/lazy.py) included.
 
 The packages are found on disk (every folder with an ``__init__.py`` under ``pipelines/`` and
-``callbacks/``), so a new subpackage is covered without an edit here.
+``callbacks/`` and ``app/``), so a new subpackage is covered without an edit here.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from types import ModuleType
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PUBLIC_TOP = ("pipelines", "callbacks")
+PUBLIC_TOP = ("pipelines", "callbacks", "app")
 # Names an ``__init__`` imports for its own machinery, not to offer: ``from __future__ import
 # annotations``, ``TYPE_CHECKING`` for the imports only type checkers see, and the helper that
 # builds a lazy ``__getattr__``.
@@ -198,3 +198,53 @@ def test_the_sort_is_ruffs() -> None:
     ]  # fmt: skip
     shuffled = random.Random(25).sample(ruffs, len(ruffs))
     assert sorted(shuffled, key=ruff_sort_key) == ruffs
+
+
+# --- one meaning per name -------------------------------------------------------------------
+
+# What every command module defines for the registry (app.cli.registry.CommandModule): the
+# same names by design, one module per command.
+COMMAND_MODULES = "app.cli.commands."
+COMMAND_PROTOCOL = frozenset({"SUMMARY", "add_arguments", "run"})
+
+
+def public_definitions(root: Path) -> dict[str, list[str]]:
+    """Each public class and function defined at the top of a module under ``root``'s
+    ``pipelines/``, ``callbacks/`` and ``app/``, with the modules that define it."""
+    found: dict[str, list[str]] = {}
+    for top in PUBLIC_TOP:
+        for path in sorted((root / top).rglob("*.py")):
+            parts = list(path.relative_to(root).with_suffix("").parts)
+            module = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+            for node in ast.parse(path.read_text(encoding="utf-8")).body:
+                definition = (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
+                if not isinstance(node, definition) or node.name.startswith("_"):
+                    continue
+                if module.startswith(COMMAND_MODULES) and node.name in COMMAND_PROTOCOL:
+                    continue
+                found.setdefault(node.name, []).append(module)
+    return found
+
+
+def test_no_two_modules_define_a_public_class_or_function_of_one_name() -> None:
+    twice = {
+        name: modules for name, modules in public_definitions(ROOT).items() if len(modules) > 1
+    }
+    assert twice == {}, "rename one of each, so that a name says one thing"
+
+
+def test_the_name_check_finds_a_name_defined_twice(tmp_path: Path) -> None:
+    files = {
+        "pipelines/pipeline/_request.py": "class AnswerRequest: ...\ndef _helper(): ...\n",
+        "app/http/models.py": "class AnswerRequest: ...\ndef _helper(): ...\n",
+        "app/cli/commands/ask.py": "def run(): ...\n",
+        "app/cli/commands/chat.py": "def run(): ...\n",
+        "callbacks/log.py": "def run(): ...\n",
+    }
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    twice = {
+        name: modules for name, modules in public_definitions(tmp_path).items() if len(modules) > 1
+    }
+    assert twice == {"AnswerRequest": ["pipelines.pipeline._request", "app.http.models"]}

@@ -9,6 +9,7 @@ The code is grouped in subsystems, each a folder, and a subsystem imports only t
     app.links                where a reference points on the website (both fronts use it)
     pipelines.pipeline       the composition root: joins the pipeline to the events
     callbacks                the event model, the callback handler, event logs and replay
+    pipelines.evidence       each citation's claims, the judges and their verdicts
     pipelines.answering      prompts, the extractive model, the models each setting chooses
     pipelines.retrieval      refusal rules, the advice gate, the expander, the retriever
     pipelines.index          the store, chunk tables, keyword index, embeddings, ingestion
@@ -47,6 +48,7 @@ ORDER = (
     "pipelines.index",
     "pipelines.retrieval",
     "pipelines.answering",
+    "pipelines.evidence",
     "callbacks",
     "pipelines.pipeline",
     "app.links",

@@ -39,15 +39,8 @@ from app.http.routes.openai_chat import ChatRequest
 from app.links import sources_markdown
 from callbacks.events import Reference, TokenData
 from callbacks.handler import AnswerEventHandler
-from pipelines.answering.evidence import Verdict, claims_of, drop_unsupported, evidence_items
 from pipelines.answering.extractive import ExtractiveChatModel
 from pipelines.answering.prompts import answer_messages
-from pipelines.answering.sentences import (
-    is_fragment,
-    points_back,
-    split_paragraphs,
-    strip_literature,
-)
 from pipelines.citations.finalize import (
     cited_numbers,
     finalize_citations,
@@ -59,6 +52,13 @@ from pipelines.citations.sources import Source
 from pipelines.core.normalize import normalize_question
 from pipelines.core.redaction import redact_secrets
 from pipelines.core.tags import ANSWER_TAG, RETRIEVAL_TAG
+from pipelines.evidence.claims import Verdict, claims_of, drop_unsupported, evidence_items
+from pipelines.index.sentences import (
+    is_fragment,
+    points_back,
+    split_paragraphs,
+    strip_literature,
+)
 from pipelines.retrieval.advice import AdviceExample, AdviceGate
 from pipelines.retrieval.expander import parse_expansion, rule_expansion
 from pipelines.retrieval.refusal_rules import rule_refusal

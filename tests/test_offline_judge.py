@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 from langchain_core.embeddings import Embeddings
 
-from pipelines.answering.evidence import Claim, Verdict
-from pipelines.answering.judges import OfflineJudge, judge_key
-from pipelines.answering.passages import SentenceBank
 from pipelines.core.settings import Settings
+from pipelines.evidence.claims import Claim, Verdict
+from pipelines.evidence.judges import OfflineJudge, judge_key
+from pipelines.index.passages import SentenceBank
 
 # Two passages on the same topic (bilirubin glucuronidation), each about its own gene.
 UGT1A1 = (

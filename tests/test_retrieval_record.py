@@ -20,7 +20,7 @@ from langchain_core.embeddings import Embeddings
 
 from callbacks.events import CitationEvent
 from callbacks.log import LogContents, read_log
-from callbacks.log_records import retrieval_record, searched_queries
+from callbacks.log_records import read_retrieval_record, searched_queries
 from pipelines.core.options import RequestOptions
 from pipelines.core.settings import load_settings
 from pipelines.core.tags import RETRIEVAL_RECORD
@@ -51,7 +51,7 @@ def answer(
 
 def checked_record(path: Path, contents: LogContents) -> dict[str, Any]:
     """The log's record, checked against its citation events and its own rules."""
-    record = retrieval_record(contents)
+    record = read_retrieval_record(contents)
     assert record is not None, f"{path} has no retrieval record"
     candidates = record["candidates"]
     citations = [e.data for e in contents.events if isinstance(e, CitationEvent)]
@@ -210,7 +210,7 @@ def test_a_retriever_called_without_the_requests_options_records_nothing(
     (path,) = (sample_home / "logs").glob(f"*-{events[-1].request_id}.jsonl")
     contents = read_log(path)
     assert any(isinstance(e, CitationEvent) for e in contents.events)
-    assert retrieval_record(contents) is None
+    assert read_retrieval_record(contents) is None
     shown = cli(sample_home, "replay", path.name, "--candidates")
     assert shown.stdout.startswith("no retrieval record in this log")
 
@@ -259,7 +259,7 @@ def test_a_log_without_the_record_says_so_in_one_line(isolated_home: Path) -> No
     pipeline, _, _ = make_pipeline([ABCA1], "ABCA1 exports cholesterol [1].")
     list(pipeline.stream("What does ABCA1 do?", request_id="no-record"))
     (path,) = (isolated_home / "logs").glob("*-no-record.jsonl")
-    assert retrieval_record(read_log(path)) is None
+    assert read_retrieval_record(read_log(path)) is None
     for command in (
         ["replay", "--candidates", str(path)],
         ["logs", "show", "--candidates", str(path)],

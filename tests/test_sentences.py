@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pipelines.answering.sentences import (
+from pipelines.index.sentences import (
     is_fragment,
     points_back,
     split_paragraphs,

@@ -24,7 +24,7 @@ from callbacks.events import CitationEvent, DoneEvent, ErrorEvent, Event, TokenD
 from pipelines.core.options import RequestOptions
 from pipelines.core.settings import load_settings
 from pipelines.pipeline import AnswerPipeline, nothing_found_text
-from pipelines.pipeline._request import AnswerRequest
+from pipelines.pipeline._request import AnswerRun
 from tests.support.fake_pipeline import ABCA1, CDK5, GUIDE, VARIANT, FakeRetriever, make_pipeline
 from tests.support.invariants import check_stream
 
@@ -356,13 +356,13 @@ def test_work_that_dies_without_done_still_ends_the_stream_with_done(
     """A bug that ends the work without its done (here: the request's work raising past
     every handler) still gives the caller an error and a done, after what was sent."""
 
-    async def dying(_self: AnswerRequest, handler: Any, _options: RequestOptions) -> None:
+    async def dying(_self: AnswerRun, handler: Any, _options: RequestOptions) -> None:
         for number in range(after_tokens):
             handler._send(TokenEvent, TokenData(text=f"t{number} "))
         await asyncio.sleep(0)
         raise RuntimeError("the work broke")
 
-    monkeypatch.setattr(AnswerRequest, "_run", dying)
+    monkeypatch.setattr(AnswerRun, "_run", dying)
     pipeline = AnswerPipeline(
         load_settings(event_logs=False),
         answer_model=FakeListChatModel(responses=["unused"]),

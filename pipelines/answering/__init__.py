@@ -1,17 +1,14 @@
 """From sources to answer text: the answer prompt (``prompts``), the offline extractive model
-(``extractive``) and the sentence splitter it shares with the finalizer's callers
-(``sentences``), and the models each setting chooses (``providers``).
+(``extractive``, which quotes the sources' stored sentences) and the models each setting
+chooses (``providers``, with the HTTP client an OpenAI-compatible model is given).
+
+The sentence splitter is :mod:`pipelines.index.sentences`, where ingestion stores each
+chunk's sentences; the evidence of each citation is :mod:`pipelines.evidence`.
 """
 
 from pipelines.answering.extractive import NOTHING_RELEVANT, ExtractiveChatModel, split_sentences
 from pipelines.answering.prompts import PromptBlock, answer_messages, read_answer_prompt
-from pipelines.answering.providers import default_gguf, make_models
-from pipelines.answering.sentences import (
-    is_fragment,
-    points_back,
-    split_paragraphs,
-    strip_literature,
-)
+from pipelines.answering.providers import default_gguf, make_models, openai_http_client
 
 __all__ = [
     "NOTHING_RELEVANT",
@@ -19,11 +16,8 @@ __all__ = [
     "PromptBlock",
     "answer_messages",
     "default_gguf",
-    "is_fragment",
     "make_models",
-    "points_back",
+    "openai_http_client",
     "read_answer_prompt",
-    "split_paragraphs",
     "split_sentences",
-    "strip_literature",
 ]

@@ -2,7 +2,7 @@
 
 It reads the answer prompt back (:func:`pipelines.answering.prompts.read_answer_prompt`),
 takes every source and context block's sentences and quotable units from the sentence bank
-(:mod:`pipelines.answering.passages`: split and embedded at ingest, literature citations
+(:mod:`pipelines.index.passages`: split and embedded at ingest, literature citations
 removed whole, fragments never quoted), and scores each unit against the question: the
 embedding similarity plus the share of the question's rarer words it contains. A sentence
 that leans on the one before it ("This ...", "However, ...") is quoted only together with
@@ -14,7 +14,7 @@ from a generative one.
 
 Nothing is split or embedded after retrieval when the bank finds the passages stored and the
 question is the one the retriever embedded (the retriever embeds through the bank's
-:class:`~pipelines.answering.passages.RecentVectors`, which keeps its vectors): the answer is
+:class:`~pipelines.index.passages.RecentVectors`, which keeps its vectors): the answer is
 a few dot products.
 """
 
@@ -31,11 +31,11 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.messages import BaseMessage
 from pydantic import ConfigDict, PrivateAttr
 
-from pipelines.answering.passages import PassageSentences, SentenceBank
 from pipelines.answering.prompts import prompt_language, read_answer_prompt
-from pipelines.answering.sentences import split_sentences
 from pipelines.catalog.catalog import Catalog, catalog_for
 from pipelines.core.composed_chat import ComposedChatModel
+from pipelines.index.passages import PassageSentences, SentenceBank
+from pipelines.index.sentences import split_sentences
 from pipelines.language import DEFAULT_LANGUAGE, fixed_text
 from pipelines.retrieval.expander import STOPWORDS, rule_expansion
 

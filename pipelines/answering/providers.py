@@ -16,7 +16,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,14 +25,13 @@ from langchain_core.language_models import BaseChatModel
 from pydantic import SecretStr
 
 from pipelines.answering.extractive import ExtractiveChatModel
-from pipelines.answering.judges import EvidenceJudge, ModelJudge, OfflineJudge
-from pipelines.answering.passages import SentenceBank
 from pipelines.core.errors import ConfigurationError, ModelError
 from pipelines.core.openai_key import KEYLESS, openai_api_key
 from pipelines.core.settings import Settings
+from pipelines.index.passages import SentenceBank
 from pipelines.retrieval.expander import RuleExpanderModel
 
-__all__ = ["default_gguf", "make_judge", "make_models"]
+__all__ = ["default_gguf", "make_models", "openai_http_client"]
 
 _INSTALL_LLAMACPP = "make install-llamacpp (or pip install 'reactome-answers[llamacpp]')"
 # The answer and expander share one model instance, and requests run concurrently.
@@ -92,7 +91,7 @@ def _llamacpp(settings: Settings) -> BaseChatModel:
     )
 
 
-def _own_async_client(settings: Settings) -> Any:
+def openai_http_client(settings: Settings) -> Any:
     """An HTTP client for one model's async calls. Left to itself, langchain-openai shares
     one client per (base URL, timeout) across the whole process, and so across event loops:
     a pipeline's synchronous calls run on a loop of its own that ends with it, and a client
@@ -119,7 +118,7 @@ def _openai(settings: Settings) -> BaseChatModel:
         timeout=settings.model_timeout_s,
         max_retries=1,
         api_key=SecretStr(key or KEYLESS),
-        http_async_client=_own_async_client(settings),
+        http_async_client=openai_http_client(settings),
     )
 
 
@@ -134,32 +133,3 @@ def make_models(
         return answer, RuleExpanderModel(collections_path=settings.collections_path)
     model = _llamacpp(settings) if settings.llm.startswith("llamacpp") else _openai(settings)
     return model, model
-
-
-def make_judge(
-    settings: Settings,
-    bank: SentenceBank,
-    multilingual: Callable[[], Embeddings | None] | None = None,
-) -> EvidenceJudge:
-    """The evidence judge ``evidence_judge`` names: ``offline``, or ``openai:MODEL`` (at
-    ``OPENAI_BASE_URL``, as for ``--llm openai:MODEL``) over the offline judge's quotes.
-    ``multilingual`` gives the model the offline judge compares a sentence in another
-    language with its passage through (decision 0037)."""
-    offline = OfflineJudge(bank, threshold=settings.evidence_threshold, multilingual=multilingual)
-    if settings.evidence_judge == "offline":
-        return offline
-    key = openai_api_key(
-        f"--evidence-judge {settings.evidence_judge}", "use REACTOME_ANSWERS_EVIDENCE_JUDGE=offline"
-    )
-    from langchain_openai import ChatOpenAI
-
-    grader = ChatOpenAI(
-        model=settings.evidence_judge.removeprefix("openai:"),
-        temperature=0,
-        max_tokens=3,
-        timeout=settings.model_timeout_s,
-        max_retries=1,
-        api_key=SecretStr(key or KEYLESS),
-        http_async_client=_own_async_client(settings),
-    )
-    return ModelJudge(grader, offline)

@@ -14,8 +14,7 @@ Two checks go with it: :func:`is_fragment` (a piece that cannot stand as a sente
 (:func:`sentence_spans`), each as scored (:func:`clean_sentence`), its paragraph, and the
 units the extractive answer model may quote (a sentence with the ones before it that it
 leans on). Ingestion stores it for each chunk (``pipelines.index.chunk_sentences``), so it
-lives here, below the answering layer that reads it
-(``pipelines.answering.sentences`` re-exports these names).
+lives here, below the answering and evidence layers that read it.
 """
 
 from __future__ import annotations

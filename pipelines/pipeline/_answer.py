@@ -1,6 +1,6 @@
 """The :class:`AnswerPipeline`: its parts, built on first use, and the four ways to ask it.
 
-One request's work is :class:`~pipelines.pipeline._request.AnswerRequest`; what serves the
+One request's work is :class:`~pipelines.pipeline._request.AnswerRun`; what serves the
 operator (``/healthz``, housekeeping) is :class:`~pipelines.pipeline._operator.PipelineOperator`.
 """
 
@@ -18,23 +18,23 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables import Runnable
 
 from callbacks.events import DoneEvent, Event
-from pipelines.answering.judges import EvidenceJudge
-from pipelines.answering.passages import RecentVectors, SentenceBank
 from pipelines.catalog.catalog import catalog_for, load_catalog
 from pipelines.core.normalize import normalize_question
 from pipelines.core.options import History, RequestOptions
 from pipelines.core.settings import Settings, load_settings
+from pipelines.evidence.judges import EvidenceJudge
 
 # Imported here, before any request starts a worker thread: a log opened in one thread and a
 # search in another would otherwise import chromadb (and numpy) at the same time, and a
 # package imported from two threads at once can be seen half initialized.
 from pipelines.index import store  # noqa: F401
+from pipelines.index.passages import RecentVectors, SentenceBank
 from pipelines.language import detect_language
 from pipelines.pipeline._chain import AnswerChain
 from pipelines.pipeline._logs import RequestLogs
 from pipelines.pipeline._operator import PipelineOperator
 from pipelines.pipeline._parts import AnswerObserver
-from pipelines.pipeline._request import AnswerRequest
+from pipelines.pipeline._request import AnswerRun
 from pipelines.pipeline._result import answer_result
 from pipelines.pipeline._retrieval import OutsideRetrieval, OwnRetrieval, Retrieval
 from pipelines.pipeline._runnable import PipelineRunnable
@@ -189,7 +189,7 @@ class AnswerPipeline:
     @cached_property
     def sentence_bank(self) -> SentenceBank:
         """Retrieved passages' sentences and vectors, shared by the answer model and the
-        evidence judge (:mod:`pipelines.answering.passages`). A pipeline given its retriever
+        evidence judge (:mod:`pipelines.index.passages`). A pipeline given its retriever
         and answer model but no embeddings loads no embedding model for the judge alone: it
         weighs the words."""
         given = self._outside_retriever is not None and self._answer_model is not None
@@ -209,7 +209,7 @@ class AnswerPipeline:
         """Who rules on each citation (``evidence_judge``); None when ``evidence`` is off."""
         if self.settings.evidence == "off":
             return None
-        from pipelines.answering.providers import make_judge
+        from pipelines.evidence.judges import make_judge
 
         return make_judge(self.settings, self.sentence_bank, self._multilingual_embeddings)
 
@@ -249,7 +249,7 @@ class AnswerPipeline:
         Runnable build)."""
         # The request's own generator, not one wrapping it: closing what the caller holds
         # must close the request at once (it cancels the model's work).
-        return AnswerRequest(self, question, options, request_id).events()
+        return AnswerRun(self, question, options, request_id).events()
 
     def astream(
         self,

@@ -1,7 +1,7 @@
 """What one request and the Runnable read of the pipeline, as protocols.
 
 :class:`~pipelines.pipeline._answer.AnswerPipeline` builds an
-:class:`~pipelines.pipeline._request.AnswerRequest` and a
+:class:`~pipelines.pipeline._request.AnswerRun` and a
 :class:`~pipelines.pipeline._runnable.PipelineRunnable` over itself; they name what they use
 of it here rather than the class, so that neither module imports the one that imports it
 (tests/test_layers.py allows no cycle between modules).
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from langchain_core.callbacks import BaseCallbackHandler
     from langchain_core.runnables import Runnable
 
-    from pipelines.answering.judges import EvidenceJudge
+    from pipelines.evidence.judges import EvidenceJudge
     from pipelines.pipeline._logs import RequestLogs
     from pipelines.pipeline._operator import PipelineOperator
     from pipelines.pipeline._retrieval import Retrieval
@@ -39,7 +39,7 @@ class AnswerObserver(Protocol):
 
 
 class RequestParts(Protocol):
-    """What an :class:`~pipelines.pipeline._request.AnswerRequest` runs with."""
+    """What an :class:`~pipelines.pipeline._request.AnswerRun` runs with."""
 
     settings: Settings
     raise_handler_errors: bool

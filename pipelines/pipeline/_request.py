@@ -1,6 +1,6 @@
 """One request: its log, its handler, the chain under the time limit, and its events in order.
 
-:meth:`AnswerPipeline.astream` builds an :class:`AnswerRequest` and yields its events; the
+:meth:`AnswerPipeline.astream` builds an :class:`AnswerRun` and yields its events; the
 pipeline holds the parts (models, retriever, chain), this module what one question needs.
 """
 
@@ -19,21 +19,21 @@ from langchain_core.runnables import RunnableConfig
 from callbacks.events import DoneEvent, Event, TokenEvent
 from callbacks.handler import AnswerEventHandler
 from callbacks.log import EventLog
-from pipelines.answering.evidence import Claim, Verdict
-from pipelines.answering.judges import judge_key
 from pipelines.catalog.catalog import catalog_for
 from pipelines.core.errors import ErrorCode, PersonalAdviceError, ReactomeAnswersError
 from pipelines.core.normalize import normalize_question
 from pipelines.core.options import RequestOptions
 from pipelines.core.redaction import one_line, redact_secrets
 from pipelines.core.tags import EVIDENCE_FAILED, REFUSAL_EVENT
+from pipelines.evidence.claims import Claim, Verdict
+from pipelines.evidence.judges import judge_key
 from pipelines.language import DEFAULT_LANGUAGE, detect_language
 from pipelines.retrieval.refusal_rules import ADVICE_REFUSAL, Refusal
 
 if TYPE_CHECKING:
     from pipelines.pipeline._parts import RequestParts
 
-__all__ = ["REFUSAL_EVENT", "AnswerRequest"]
+__all__ = ["REFUSAL_EVENT", "AnswerRun"]
 
 
 # Queued after a request's events once its work has ended (see _end_without_done).
@@ -89,7 +89,7 @@ def _conversation_language(options: RequestOptions) -> str:
     return detect_language(normalize_question(asked[-1])) if asked else DEFAULT_LANGUAGE
 
 
-class AnswerRequest:
+class AnswerRun:
     """One question through one pipeline; :meth:`events` runs it."""
 
     def __init__(

@@ -74,7 +74,7 @@ class OwnRetrieval:
         return self._client if self._client is not None else store.open_client(self._settings)
 
     def releases(self) -> dict[str, dict[str, Any]]:
-        found = self.retriever.live_versions(catalog_for(self._settings).names)
+        found = self.retriever.active_versions(catalog_for(self._settings).names)
         return {
             name: {
                 "release": str(version.metadata.get(store.RELEASE, "unknown")),

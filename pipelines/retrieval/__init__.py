@@ -2,10 +2,11 @@
 (``refusal_rules``), the personal-advice gate (``advice``), the query expander and router
 (``expander``) and the retriever that searches, fuses and gates (``retriever``): it runs the
 expander as a child run (``expander_run``), searches the versions it keeps live
-(``live_versions``), orders what it found with pure arithmetic (``ranking``) and records
+(``active_versions``), orders what it found with pure arithmetic (``ranking``) and records
 which candidates it considered and what became of each (``retrieval_record``).
 """
 
+from pipelines.retrieval.active_versions import ActiveVersions, ReadWriteGate
 from pipelines.retrieval.advice import (
     MARGIN,
     THRESHOLD,
@@ -34,7 +35,6 @@ from pipelines.retrieval.expander_run import (
     fallback_data,
     stop_if_personal_advice,
 )
-from pipelines.retrieval.live_versions import LiveVersions, ReadWriteGate
 from pipelines.retrieval.ranking import (
     CHUNK_OUTCOMES,
     CHUNKS_PER_SOURCE,
@@ -70,12 +70,12 @@ __all__ = [
     "STOPWORDS",
     "THRESHOLD",
     "WEBSITE_THRESHOLD",
+    "ActiveVersions",
     "AdviceExample",
     "AdviceGate",
     "AdviceVerdict",
     "ChunkOutcome",
     "Expansion",
-    "LiveVersions",
     "RankedSources",
     "Ranking",
     "ReactomeRetriever",

@@ -3,7 +3,7 @@
 For a question it runs the expander (a child run, so its tokens are visible to callbacks but
 tagged as the expander's; ``expander_run``), embeds the standalone question and every
 alternative query in one batch, and for each routed collection runs one dense query for all
-of them and one BM25 search per query, on the versions ``live_versions`` keeps. All ranked
+of them and one BM25 search per query, on the versions ``active_versions`` keeps. All ranked
 lists are fused with reciprocal rank fusion and the best fused chunks are read in full. Each
 is scored by its similarity to the question plus its keyword evidence (how far it stands out
 in the BM25 lists, and the question's rare words it holds); one entry is kept per entity
@@ -66,6 +66,7 @@ from pipelines.language import (
     english_gloss,
     english_translation,
 )
+from pipelines.retrieval.active_versions import ActiveVersions
 from pipelines.retrieval.advice import AdviceGate
 from pipelines.retrieval.expander import Expansion
 from pipelines.retrieval.expander_run import (
@@ -77,7 +78,6 @@ from pipelines.retrieval.expander_run import (
     fallback_data,
     stop_if_personal_advice,
 )
-from pipelines.retrieval.live_versions import LiveVersions
 from pipelines.retrieval.ranking import (
     ScoredChunk,
     best_first,
@@ -254,10 +254,10 @@ class ReactomeRetriever(BaseRetriever):
         "callback event before returning; off only to measure what it costs",
     )
     # The live versions, their local indexes and the client; from `client` at construction.
-    _live: LiveVersions = PrivateAttr()
+    _live: ActiveVersions = PrivateAttr()
 
     def model_post_init(self, context: Any, /) -> None:
-        self._live = LiveVersions(self.settings, self.client, self._multilingual_model)
+        self._live = ActiveVersions(self.settings, self.client, self._multilingual_model)
 
     def _multilingual_model(self) -> Embeddings | None:
         return self.multilingual() if self.multilingual is not None else None
@@ -317,13 +317,13 @@ class ReactomeRetriever(BaseRetriever):
         (the search then ranks by vectors alone, and says so), and is tried again later."""
         return self._live.index(version)
 
-    def live_versions(
+    def active_versions(
         self, names: Sequence[str]
     ) -> dict[str, tuple[store.StoredVersion, VersionIndex]]:
         """The live version of each ingested collection of ``names`` with its local indexes,
         as a search would use them now (built here if this machine has none yet); a
         collection that is not ingested, or not readable with these settings, is left out."""
-        return self._live.live_versions(names)
+        return self._live.active_versions(names)
 
     def _collections_for(self, expansion: Expansion, override: Sequence[str] | None) -> list[str]:
         chosen = list(override or self.collections or expansion.collections)

@@ -23,9 +23,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from callbacks.events import DoneEvent
-from pipelines.answering.evidence import Claim, Verdict
-from pipelines.answering.judges import OfflineJudge
 from pipelines.core.settings import Settings
+from pipelines.evidence.claims import Claim, Verdict
+from pipelines.evidence.judges import OfflineJudge
 from pipelines.pipeline import AnswerPipeline
 from tests.benchmarks._common import percentile
 

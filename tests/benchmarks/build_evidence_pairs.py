@@ -29,13 +29,13 @@ from typing import Any
 
 import yaml
 
-from pipelines.answering.evidence import claims_of
 from pipelines.answering.extractive import ExtractiveChatModel
 from pipelines.answering.prompts import answer_messages
-from pipelines.answering.sentences import clean_sentence, sentence_spans
 from pipelines.citations.sources import number_sources
 from pipelines.core.options import RequestOptions
+from pipelines.evidence.claims import claims_of
 from pipelines.index.embeddings import MiniLMEmbeddings
+from pipelines.index.sentences import clean_sentence, sentence_spans
 from pipelines.index.store import open_client
 from pipelines.pipeline import AnswerPipeline
 from pipelines.retrieval.expander import STOPWORDS

@@ -25,11 +25,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pipelines.answering.evidence import Claim
-from pipelines.answering.judges import OfflineJudge, judge_key
-from pipelines.answering.passages import SentenceBank
 from pipelines.core.settings import Settings
+from pipelines.evidence.claims import Claim
+from pipelines.evidence.judges import OfflineJudge, judge_key
 from pipelines.index.embeddings import MiniLMEmbeddings
+from pipelines.index.passages import SentenceBank
 from tests.benchmarks._common import DEFAULT_DATA, cache_home, prepared_home, table, write_results
 from tests.benchmarks.evidence_pairs import (
     KINDS,

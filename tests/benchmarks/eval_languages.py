@@ -30,11 +30,11 @@ from typing import Any
 
 import yaml
 
-from pipelines.answering.judges import OfflineJudge
-from pipelines.answering.passages import SentenceBank
 from pipelines.core.options import RequestOptions
 from pipelines.core.settings import load_settings
+from pipelines.evidence.judges import OfflineJudge
 from pipelines.index.embeddings import make_embeddings, make_multilingual_embeddings
+from pipelines.index.passages import SentenceBank
 from pipelines.index.store import open_client
 from pipelines.language import SUPPORTED_LANGUAGES
 from pipelines.pipeline import AnswerPipeline

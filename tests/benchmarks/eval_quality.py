@@ -43,11 +43,11 @@ from langchain_core.documents import Document
 from langchain_core.language_models import FakeListChatModel
 
 from callbacks.events import CitationEvent, DoneEvent, Event, TokenEvent
-from pipelines.answering.sentences import points_back
 from pipelines.catalog.catalog import COLLECTION_NAMES
 from pipelines.citations.finalize import cited_numbers
 from pipelines.core.options import RequestOptions
 from pipelines.index.embeddings import MiniLMEmbeddings
+from pipelines.index.sentences import points_back
 from pipelines.index.store import open_client
 from pipelines.pipeline import AnswerPipeline
 from pipelines.retrieval.advice import leave_one_out

@@ -45,7 +45,7 @@ from typing import Any, Literal
 from langchain_core.messages import HumanMessage, SystemMessage
 
 from pipelines.answering.prompts import read_answer_prompt
-from pipelines.answering.sentences import points_back, split_sentences
+from pipelines.index.sentences import points_back, split_sentences
 from pipelines.retrieval.expander import _read_expander_prompt, route
 
 Behaviour = Literal[

@@ -8,8 +8,8 @@ import re
 from typing import Any
 
 from callbacks.events import DoneData
-from pipelines.answering.evidence import cited_sentences
 from pipelines.citations.finalize import _clusters, _number
+from pipelines.evidence.claims import cited_sentences
 
 
 def owned_evidence(done: DoneData) -> list[tuple[str, dict[str, Any] | None]]:

@@ -142,7 +142,7 @@ def _serve(
     contents: LogContents, path: Path, args: argparse.Namespace, settings: Settings,
     speed: float | None,
 ) -> int:  # fmt: skip
-    from app.http.middleware.transport import run as run_server
+    from app.http.middleware.transport import run_server
     from app.http.replay_app import create_replay_app
     from app.http.settings import load_server_settings
     from callbacks.log_view import log_view

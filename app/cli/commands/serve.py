@@ -36,7 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
     from app.http.factory import create_app
-    from app.http.middleware.transport import run as run_server
+    from app.http.middleware.transport import run_server
     from app.http.settings import load_server_settings
 
     workers = f" with {args.workers} workers" if args.workers > 1 else ""

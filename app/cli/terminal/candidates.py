@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from callbacks.log import LogContents
-from callbacks.log_records import mapping, retrieval_record
+from callbacks.log_records import mapping, read_retrieval_record
 
 __all__ = ["TITLE_WIDTH", "candidates_table", "candidates_text"]
 
@@ -27,7 +27,7 @@ NO_RECORD = (
 
 def candidates_text(contents: LogContents) -> str:
     """The table of the log's retrieval record, or one line saying it has none."""
-    record = retrieval_record(contents)
+    record = read_retrieval_record(contents)
     return NO_RECORD if record is None else candidates_table(record)
 
 

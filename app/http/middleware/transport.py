@@ -26,7 +26,7 @@ from uvicorn.protocols.http.auto import AutoHTTPProtocol
 from app.http.errors import refusal
 from app.http.settings import ServerSettings
 
-__all__ = ["BodyLimits", "RequireJSON", "configure_protocol", "replaying", "run"]
+__all__ = ["BodyLimits", "RequireJSON", "configure_protocol", "replaying", "run_server"]
 
 _CLOSE = {"Connection": "close"}
 
@@ -175,7 +175,9 @@ def configure_protocol(settings: ServerSettings) -> type[asyncio.Protocol]:
 WORKER_HEALTHCHECK_S = 60
 
 
-def run(app: Any, settings: ServerSettings, *, host: str, port: int, workers: int = 1) -> None:
+def run_server(
+    app: Any, settings: ServerSettings, *, host: str, port: int, workers: int = 1
+) -> None:
     """Serve ``app`` with uvicorn under the settings' connection limits until stopped.
 
     With several ``workers``, ``app`` must be an import string of an application factory:

@@ -29,7 +29,7 @@ import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.shared.exceptions import MCPError
 from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, CallToolResult, TextContent, ToolAnnotations
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from app.http.models import MAX_TURN_CHARS, MAX_TURNS
 from app.links import reference_link, sources_markdown
@@ -72,7 +72,11 @@ _INSTRUCTIONS = (
 )
 
 
-class Turn(BaseModel):
+class McpTurn(BaseModel):
+    """One earlier turn of the conversation, as the tool takes it."""
+
+    model_config = ConfigDict(title="Turn")
+
     role: Literal["user", "assistant"] = Field(description="who said it")
     # The native API's limit on a turn (app/http/models.py), so no surface takes more.
     content: str = Field(min_length=1, max_length=MAX_TURN_CHARS, description="what was said")
@@ -168,7 +172,7 @@ def mcp_server(pipeline: AnswerPipeline, catalog: Catalog) -> MCPServer:
         ],
         ctx: Context,
         history: Annotated[
-            list[Turn] | None,
+            list[McpTurn] | None,
             Field(
                 max_length=MAX_TURNS,
                 description=f"earlier turns of the conversation, oldest first (at most "

@@ -33,15 +33,19 @@ import numpy as np
 from langchain_core.embeddings import Embeddings
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import HumanMessage, SystemMessage
+from pydantic import SecretStr
 
-from pipelines.answering.evidence import Claim, Verdict
-from pipelines.answering.passages import PassageSentences, SentenceBank, embed
-from pipelines.answering.sentences import clean_sentence
+from pipelines.answering.providers import openai_http_client
+from pipelines.core.openai_key import KEYLESS, openai_api_key
+from pipelines.core.settings import Settings
+from pipelines.evidence.claims import Claim, Verdict
 from pipelines.index.chunk_sentences import query_vectors
+from pipelines.index.passages import PassageSentences, SentenceBank, embed
+from pipelines.index.sentences import clean_sentence
 from pipelines.language import DEFAULT_LANGUAGE, detect_language
 from pipelines.retrieval.expander import STOPWORDS
 
-__all__ = ["EvidenceJudge", "ModelJudge", "OfflineJudge", "judge_key"]
+__all__ = ["EvidenceJudge", "ModelJudge", "OfflineJudge", "judge_key", "make_judge"]
 
 _TOKEN_RE = re.compile(r"[A-Za-z0-9]+")
 # Words run together (ReplacedResidue) are not symbols.
@@ -323,3 +327,32 @@ class ModelJudge:
                 found = verdicts[key]
                 verdicts[key] = Verdict(found.quote_span, found.score, answer)
         return verdicts
+
+
+def make_judge(
+    settings: Settings,
+    bank: SentenceBank,
+    multilingual: Callable[[], Embeddings | None] | None = None,
+) -> EvidenceJudge:
+    """The evidence judge ``evidence_judge`` names: ``offline``, or ``openai:MODEL`` (at
+    ``OPENAI_BASE_URL``, as for ``--llm openai:MODEL``) over the offline judge's quotes.
+    ``multilingual`` gives the model the offline judge compares a sentence in another
+    language with its passage through (decision 0037)."""
+    offline = OfflineJudge(bank, threshold=settings.evidence_threshold, multilingual=multilingual)
+    if settings.evidence_judge == "offline":
+        return offline
+    key = openai_api_key(
+        f"--evidence-judge {settings.evidence_judge}", "use REACTOME_ANSWERS_EVIDENCE_JUDGE=offline"
+    )
+    from langchain_openai import ChatOpenAI
+
+    grader = ChatOpenAI(
+        model=settings.evidence_judge.removeprefix("openai:"),
+        temperature=0,
+        max_tokens=3,
+        timeout=settings.model_timeout_s,
+        max_retries=1,
+        api_key=SecretStr(key or KEYLESS),
+        http_async_client=openai_http_client(settings),
+    )
+    return ModelJudge(grader, offline)

@@ -23,7 +23,7 @@ from pipelines.core.settings import Settings
 from pipelines.index import store
 from pipelines.index.version_index import VersionIndex, build_from_store
 
-__all__ = ["LiveVersions", "ReadWriteGate"]
+__all__ = ["ActiveVersions", "ReadWriteGate"]
 
 # How long a looked-up live version is trusted: an ingest's new version is searched at most
 # this much later.
@@ -66,7 +66,7 @@ class ReadWriteGate:
                 self._condition.notify_all()
 
 
-class LiveVersions:
+class ActiveVersions:
     """The collection versions a retriever searches, their local indexes and the client
     they are read through; safe to share between threads."""
 
@@ -183,7 +183,7 @@ class LiveVersions:
                 self._indexes[version.name] = found
         return found
 
-    def live_versions(
+    def active_versions(
         self, names: Sequence[str]
     ) -> dict[str, tuple[store.StoredVersion, VersionIndex]]:
         """The live version of each ingested collection of ``names`` with its local indexes,

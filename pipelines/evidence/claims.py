@@ -1,8 +1,8 @@
 """Which sentence of an answer cites which source, and the evidence items built from verdicts.
 
-Pure functions over the answer's text; the judging itself is :mod:`pipelines.answering.judges`.
+Pure functions over the answer's text; the judging itself is :mod:`pipelines.evidence.judges`.
 
-A *sentence* is what :func:`~pipelines.answering.sentences.sentence_spans` (the segmenter the
+A *sentence* is what :func:`~pipelines.index.sentences.sentence_spans` (the segmenter the
 extractive model uses) finds in the answer's text with its markers blanked out, so that how a
 marker is written cannot move a sentence's end. A *marker* is what the finalizer reads as
 one (:func:`~pipelines.citations.finalize.marker_clusters`): nothing inside code or a link.
@@ -21,9 +21,9 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from pipelines.answering.sentences import sentence_spans, without_surrogates
 from pipelines.citations.finalize import drop_citations, marker_clusters
 from pipelines.citations.sources import Source
+from pipelines.index.sentences import sentence_spans, without_surrogates
 
 __all__ = [
     "Claim",
