@@ -1,7 +1,8 @@
 """Event logs: one JSONL file per request, enough to replay what the handler saw.
 
-Line 1 is a header (``kind: "header"``: schema version, request id, question, the earlier
-turns of the conversation, settings digest, collections and their release, created_at). Every
+Line 1 is a header (``kind: "header"``, the schema version, then a
+:class:`~callbacks.log_header.LogHeader`: request id, question, the earlier turns of the
+conversation, settings digest, collections and their release, created_at). Every
 later line is either a raw record of something the handler received (``kind: "callback"``:
 the hook's name and its arguments, documents and tokens included) or a public event it
 emitted (``kind: "event"``), in the order they happened. Each line is flushed as it is
@@ -19,6 +20,7 @@ be printed, encoded and sent.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import re
@@ -35,6 +37,7 @@ from pydantic import ValidationError
 from callbacks._files import MAX_LOG_BYTES, read_regular_file
 from callbacks.events import DoneEvent, Event, parse_event, to_jsonl
 from callbacks.feedback import FEEDBACK_SUFFIX, feedback_path
+from callbacks.log_header import LogHeader
 from pipelines.core.errors import EventLogError
 from pipelines.core.redaction import redact_secrets
 from pipelines.core.settings import Settings
@@ -110,7 +113,7 @@ def find_request_logs(folder: Path, request_id: str) -> list[Path]:
 
 def _header_request_id(path: Path) -> object:
     try:
-        return read_log(path).header.get("request_id")
+        return read_log(path).header.request_id
     except EventLogError:
         return None
 
@@ -227,25 +230,10 @@ def _orphans(folder: Path, spare_after: float) -> list[Path]:
     return found
 
 
-def _with_host(header: dict[str, Any]) -> dict[str, Any]:
-    """``header`` naming the host that writes it, beside its ``process``: a fleet sharing one
-    logs folder has the same process ids on several hosts, so a pid alone names no process.
-    A header that already names its host keeps it."""
-    if "host" in header:
-        return header
-    named: dict[str, Any] = {}
-    for key, value in header.items():
-        if key == "process":
-            named["host"] = socket.gethostname()
-        named[key] = value
-    named.setdefault("host", socket.gethostname())
-    return named
-
-
 class EventLog:
     """Writes one request's log; never raises once open (failures are reported once)."""
 
-    def __init__(self, path: Path, header: dict[str, Any]) -> None:
+    def __init__(self, path: Path, header: LogHeader) -> None:
         self.path = path
         self._stream: IO[str] | None = None
         self._failed = False
@@ -255,7 +243,10 @@ class EventLog:
         except OSError as error:
             self._fail(error)
             return
-        self._write({"kind": "header", "schema": LOG_SCHEMA_VERSION, **_with_host(header)})
+        # The host beside the process: a fleet sharing one logs folder has the same process
+        # ids on several hosts, so a pid alone names no process.
+        named = header if header.host else dataclasses.replace(header, host=socket.gethostname())
+        self._write({"kind": "header", "schema": LOG_SCHEMA_VERSION, **named.record()})
 
     def _fail(self, error: Exception) -> None:
         if not self._failed:
@@ -310,7 +301,7 @@ class EventLog:
 
 @dataclass
 class LogContents:
-    header: dict[str, Any]
+    header: LogHeader
     callbacks: list[dict[str, Any]] = field(default_factory=list)
     events: list[Event] = field(default_factory=list)
     source: str = ""  # the file it was read from, for messages
@@ -420,7 +411,7 @@ def read_log(path: Path, *, callbacks: bool = True) -> LogContents:
             if not isinstance(record.get("request_id"), str) or not record["request_id"]:
                 raise EventLogError(f"{where}: the header has no request_id",
                                     fix="the log is corrupt or from another program")  # fmt: skip
-            contents = LogContents(header=record, source=str(path))
+            contents = LogContents(header=LogHeader.read(record), source=str(path))
         elif contents is None:  # pragma: no cover - line 1 always sets it
             raise EventLogError(f"{where}: no header")
         elif kind == "callback":

@@ -17,6 +17,7 @@ from typing import Any
 
 from callbacks.events import CitationEvent, DoneEvent, ErrorEvent, ReferenceEvent, TokenEvent
 from callbacks.log import LogContents
+from callbacks.log_header import LogHeader
 from callbacks.log_records import custom_data, mapping
 from pipelines.core.tags import REFUSAL_EVENT
 
@@ -40,9 +41,9 @@ def log_stats(contents: LogContents) -> dict[str, Any]:
     citations = [e for e in events if isinstance(e, CitationEvent)]
     tokens = [e for e in events if isinstance(e, TokenEvent)]
     return {
-        "request_id": contents.header.get("request_id"),
-        "question": contents.header.get("question"),
-        "created_at": contents.header.get("created_at"),
+        "request_id": contents.header.request_id,
+        "question": contents.header.question,
+        "created_at": contents.header.created_at,
         "state": done.data.state if done else "incomplete",
         "first_token_ms": done.data.timings.first_token_ms if done else None,
         "total_ms": done.data.timings.total_ms if done else None,
@@ -55,7 +56,7 @@ def log_stats(contents: LogContents) -> dict[str, Any]:
         "errors": [e.data.message for e in events if isinstance(e, ErrorEvent)],
         "refusal_rule": _refusal_rule(contents),
         # Live citation numbering: what was sent as final, and the longest text waited.
-        "live_citations": bool(mapping(contents.header.get("options")).get("live_citations")),
+        "live_citations": bool(contents.header.options.get("live_citations")),
         "references_streamed": sum(isinstance(e, ReferenceEvent) for e in events),
         "held_back_chars": done.data.timings.held_back_chars if done else None,
         "held_back_ms": done.data.timings.held_back_ms if done else None,
@@ -174,13 +175,12 @@ def _spread(times: Mapping[str, Any], unit: Any = _ms) -> str | None:
     return ", ".join(f"{name} {unit(times[name])}" for name in ("p50", "p90", "p99"))
 
 
-def answered_by(header: Mapping[str, Any]) -> str | None:
+def answered_by(header: LogHeader) -> str | None:
     """Which process wrote a log: ``host-a, process 5333``; a log written before headers named
     the host gives its process alone, and one that names neither gives None."""
-    host, process = header.get("host"), header.get("process")
-    parts = [str(host)] if isinstance(host, str) and host else []
-    if isinstance(process, int) and not isinstance(process, bool):
-        parts.append(f"process {process}")
+    parts = [header.host] if header.host else []
+    if header.process is not None:
+        parts.append(f"process {header.process}")
     return ", ".join(parts) or None
 
 

@@ -77,15 +77,15 @@ def log_view(contents: LogContents, feedback: dict[str, Any] | None = None) -> d
     expansion = mapping(custom_data(contents, EXPANSION_RECORD))
     view: dict[str, Any] = {
         "view": VIEW_VERSION,
-        "request_id": str(header.get("request_id", "")),
-        "created_at": _text_or_none(header.get("created_at")),
+        "request_id": header.request_id,
+        "created_at": header.created_at,
         "state": done.data.state if done else "incomplete",
-        "question": str(header.get("question", "")),
-        "normalized_question": _text_or_none(header.get("normalized_question")),
-        "history": _history(header.get("history")),
-        "collections": _strings(header.get("collections")),
+        "question": header.question or "",
+        "normalized_question": header.normalized_question,
+        "history": [{"role": role, "content": content} for role, content in header.history],
+        "collections": list(header.collections),
         "options": dict(start.data.options) if start else {},
-        "releases": _releases(header.get("releases")),
+        "releases": _releases(header.releases),
         "searched": {
             "queries": searched_queries(contents),
             "collections": _strings(expansion.get("collections")),
@@ -192,17 +192,6 @@ def _text_or_none(value: object) -> str | None:
 
 def _strings(value: object) -> list[str]:
     return [str(item) for item in value] if isinstance(value, list) else []
-
-
-def _history(value: object) -> list[dict[str, str]]:
-    turns = value if isinstance(value, list) else []
-    return [
-        {
-            "role": str(mapping(turn).get("role", "")),
-            "content": str(mapping(turn).get("content", "")),
-        }
-        for turn in turns
-    ]
 
 
 def _releases(value: object) -> list[dict[str, Any]]:

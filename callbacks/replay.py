@@ -148,11 +148,9 @@ def _language(recorded: object) -> str:
 def replay_events(contents: LogContents) -> list[Event]:
     """The events a fresh handler emits when fed the log's recorded callbacks."""
     events: list[Event] = []
-    options = contents.header.get("options")
-    if not isinstance(options, dict):  # an altered header: replay as with no options
-        options = {}
+    options = contents.header.options
     handler = AnswerEventHandler(
-        request_id=str(contents.header["request_id"]),
+        request_id=contents.header.request_id,
         emit=events.append,
         cite_urls=bool(options.get("cite_urls")),
         live_citations=bool(options.get("live_citations")),
@@ -234,7 +232,7 @@ def _check_callbacks(contents: LogContents) -> None:
 
 
 def _check_events(contents: LogContents) -> None:
-    request_id = contents.header.get("request_id")
+    request_id = contents.header.request_id
     last = len(contents.events) - 1
     for index, event in enumerate(contents.events):
         where = contents.where_event(index)

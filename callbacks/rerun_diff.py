@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from callbacks.events import DoneData, Reference
+from callbacks.log_header import LogHeader
 from pipelines.core.errors import EventLogError
 from pipelines.core.options import RequestOptions
 
@@ -45,33 +46,19 @@ class RecordedRequest:
     model: str | None = None  # the options' ``llm`` that answered, when the log names it
 
 
-def recorded_request(header: Mapping[str, Any], source: str = "the log") -> RecordedRequest:
+def recorded_request(header: LogHeader, source: str = "the log") -> RecordedRequest:
     """The question (as logged, so with any pasted secret still redacted; else its normalized
     form), history, collections (``["auto"]``: the expander's routing) and citation options
     of a log header. A header missing the question, or holding something other than what we
     write, is an :class:`EventLogError` naming ``source``."""
-    question = header.get("question")
-    if not isinstance(question, str) or not question:
-        question = header.get("normalized_question")
-    if not isinstance(question, str) or not question:
+    for asked_with in ("history", "collections"):
+        if asked_with in header.problems:
+            raise EventLogError(f"{source}: {header.problems[asked_with]}", fix=_FIX)
+    question = header.question or header.normalized_question
+    if not question:
         raise EventLogError(f"{source} names no question to ask again", fix=_FIX)
-    history = header.get("history", [])
-    turns: list[tuple[str, str]] = []
-    if not isinstance(history, list):
-        raise EventLogError(f"{source}: its history is not a list of turns", fix=_FIX)
-    for number, turn in enumerate(history, start=1):
-        role = turn.get("role") if isinstance(turn, dict) else None
-        content = turn.get("content") if isinstance(turn, dict) else None
-        if role not in ("user", "assistant") or not isinstance(content, str):
-            raise EventLogError(
-                f"{source}: history turn {number} has no role and content", fix=_FIX
-            )
-        turns.append((role, content))
-    collections = header.get("collections", ["auto"])
-    if not isinstance(collections, list) or not all(isinstance(c, str) for c in collections):
-        raise EventLogError(f"{source}: its collections are not a list of names", fix=_FIX)
-    options = header.get("options", {})
-    options = options if isinstance(options, dict) else {}
+    collections = list(header.collections)
+    options = header.options
     cite_urls = options.get("cite_urls")
     model = options.get("llm")
     # A language the request named is named again; a detected one is detected again.
@@ -80,7 +67,7 @@ def recorded_request(header: Mapping[str, Any], source: str = "the log") -> Reco
         model=model if isinstance(model, str) and model else None,
         question=question,
         options=RequestOptions(
-            history=tuple(turns),
+            history=header.history,
             # "auto" is how a log says the expander chose: a rerun lets it choose again.
             collections=None if collections in ([], ["auto"]) else tuple(collections),
             cite_urls=cite_urls if isinstance(cite_urls, bool) else None,

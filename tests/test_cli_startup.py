@@ -20,6 +20,7 @@ import pytest
 
 from callbacks.handler import AnswerEventHandler
 from callbacks.log import EventLog, log_file_name
+from callbacks.log_header import LogHeader
 
 # The libraries an answer needs and a look at the logs does not.
 HEAVY = ("chromadb", "onnxruntime", "langchain", "langchain_core", "fastapi", "uvicorn", "mcp")
@@ -60,7 +61,7 @@ def logged_home(tmp_path: Path) -> tuple[Path, str]:
     request_id = "startup-1"
     log = EventLog(
         tmp_path / "logs" / log_file_name(request_id, datetime.now(UTC)),
-        {"request_id": request_id, "question": "Should I double my statin dose?"},
+        LogHeader(request_id=request_id, question="Should I double my statin dose?"),
     )
     handler = AnswerEventHandler(
         request_id=request_id, emit=log.event, record=log.callback, raise_error=True

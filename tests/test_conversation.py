@@ -40,8 +40,8 @@ def test_chat_answers_a_follow_up_about_what_came_before(sample_home: Path) -> N
     assert transcript.count("you> ") == 3  # the empty line and /new are no questions
     assert transcript.count("\nSources:\n") >= 2
     first, follow_up, _ = sorted(set(_logs(sample_home)) - before)
-    assert read_log(first).header["history"] == []
-    assert [turn["role"] for turn in read_log(follow_up).header["history"]] == [
+    assert read_log(first).header.history == ()
+    assert [role for role, _ in read_log(follow_up).header.history] == [
         "user",
         "assistant",
     ]
@@ -65,7 +65,7 @@ def test_the_log_keeps_the_history_and_what_the_follow_up_was_taken_to_mean(
     assert answer["state"] == "answered"
     (log,) = set(_logs(sample_home)) - before
     header = read_log(log).header
-    assert header["history"] == turns
+    assert header.history == tuple((turn["role"], turn["content"]) for turn in turns)
     standalone = _searched_for(log)[0]
     assert standalone == "What disease does a defect in ABCA1 cause?"
     # Taken that way, it finds the Tangier disease pathway (Defective ABCA1 causes TGD).

@@ -18,6 +18,7 @@ from langchain_core.language_models import FakeListChatModel
 from callbacks.events import DoneEvent, parse_event
 from callbacks.handler import AnswerEventHandler
 from callbacks.log import EventLog, log_file_name, prune_logs, read_log
+from callbacks.log_header import LogHeader
 from callbacks.replay import paced, replay_diff
 from pipelines.core.errors import EventLogError
 from tests.support.cli import cli
@@ -49,9 +50,9 @@ def test_every_request_writes_a_log_that_replays_identically(
     pipeline, _, _ = make_pipeline(documents, answer)
     streamed = list(pipeline.stream(question, request_id="req-42"))
     log = read_log(only_log(isolated_home))
-    assert log.header["request_id"] == "req-42"
-    assert log.header["question"] == question
-    assert len(log.header["settings_digest"]) == 16
+    assert log.header.request_id == "req-42"
+    assert log.header.question == question
+    assert len(log.header.settings_digest or "") == 16
     assert log.events == streamed
     assert replay_diff(log) == []
 
@@ -246,7 +247,7 @@ def fake_logs(folder: Path, ages_days: list[float], now: datetime) -> list[Path]
     paths = []
     for number, age in enumerate(ages_days):
         path = folder / log_file_name(f"old-{number}", now - timedelta(days=age))
-        log = EventLog(path, {"request_id": f"old-{number}", "question": "old"})
+        log = EventLog(path, LogHeader(request_id=f"old-{number}", question="old"))
         handler = AnswerEventHandler(
             request_id=f"old-{number}", emit=log.event, record=log.callback, raise_error=True
         )

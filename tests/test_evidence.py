@@ -16,6 +16,7 @@ from langchain_core.documents import Document
 from callbacks.events import DoneEvent, Event
 from callbacks.handler import AnswerEventHandler
 from callbacks.log import LogContents
+from callbacks.log_header import LogHeader
 from callbacks.replay import replay_events
 from pipelines.citations.finalize import finalize_citations, strip_out_of_range_markers
 from pipelines.citations.sources import Source, number_sources
@@ -232,7 +233,7 @@ def test_live_answers_carry_the_same_evidence_and_drop_flags_instead() -> None:
 @pytest.mark.parametrize("live", [False, True])
 def test_a_replay_of_the_log_reproduces_the_evidence(live: bool) -> None:
     done, recorder = _answer_with(TOKENS, unsupported={2}, drop=not live, live=live)
-    header = {"request_id": "r1", "options": {"live_citations": live}}
+    header = LogHeader(request_id="r1", options={"live_citations": live})
     contents = LogContents(header=header, callbacks=recorder.callbacks, events=recorder.events)
     last = replay_events(contents)[-1]
     assert isinstance(last, DoneEvent)

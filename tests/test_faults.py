@@ -353,7 +353,9 @@ def test_a_finalizer_that_breaks_still_ends_the_stream(
     sample_home: Path, minilm: Embeddings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     pipeline = _scripted(sample_home, minilm, event_logs=False)
-    monkeypatch.setattr("pipelines.evidence.final.finalize_citations", _raises("finalizer exploded"))
+    monkeypatch.setattr(
+        "pipelines.evidence.final.finalize_citations", _raises("finalizer exploded")
+    )
     events = list(pipeline.stream(QUESTION))
     done = check_stream(events)
     assert done.data.state == "failed"

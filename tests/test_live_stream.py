@@ -211,7 +211,7 @@ def test_replay_check_reproduces_a_live_log_and_stats_report_the_hold(
     logs = [p for p in list_log_files(sample_home / "logs") if request_id in p.name]
     assert logs
     contents = read_log(logs[0])
-    assert contents.header["options"]["live_citations"] is True
+    assert contents.header.options["live_citations"] is True
     assert any(isinstance(e, ReferenceEvent) for e in contents.events)
     assert replay_diff(contents) == []
     checked = cli(sample_home, "replay", request_id, "--check")

@@ -24,6 +24,7 @@ from callbacks.events import (
     Usage,
 )
 from callbacks.log import LogContents
+from callbacks.log_header import LogHeader
 from callbacks.log_view import SUMMARY_CHARS, log_view, shorten, timeline
 from pipelines.core.tags import ANSWER_TAG, EXPANSION_RECORD, RETRIEVAL_RECORD
 
@@ -115,7 +116,7 @@ def answered_log(*, record: Any = RECORD, tokens: int = 3) -> LogContents:
                                   "indexes": ["vectors", "bm25"]}},
         "created_at": "2026-12-03T10:00:00.000+00:00",
     }  # fmt: skip
-    return LogContents(header=header, callbacks=callbacks, events=log.events)
+    return LogContents(header=LogHeader.read(header), callbacks=callbacks, events=log.events)
 
 
 def test_the_view_carries_what_the_page_shows_of_an_answer() -> None:
@@ -211,7 +212,7 @@ def test_a_refusal_has_no_model_input_and_its_error_is_shown() -> None:
     log.add(StartEvent, StartData(question="q", collections=[]), 0.0)
     log.add(ErrorEvent, ErrorData(code="personal_advice", message="ask a clinician"), 1.0)
     log.add(DoneEvent, DoneData(state="refused", timings=Timings(total_ms=1.0)), 1.0)
-    view = log_view(LogContents(header={"request_id": RID, "question": "q"}, events=log.events))
+    view = log_view(LogContents(header=LogHeader(request_id=RID, question="q"), events=log.events))
     assert view["state"] == "refused"
     assert view["answer"]["error"] == {"code": "personal_advice", "message": "ask a clinician"}
     assert view["model"] == {"input": None, "raw_text": None}

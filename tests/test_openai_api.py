@@ -151,7 +151,7 @@ def test_earlier_turns_are_the_history(
     request_id = completion.id.removeprefix("chatcmpl-")
     (log,) = (sample_home / "logs").glob(f"*-{request_id}.jsonl")
     contents = read_log(log)
-    assert [turn["role"] for turn in contents.header["history"]] == ["user", "assistant"]
+    assert [role for role, _ in contents.header.history] == ["user", "assistant"]
     (searched,) = [
         r["data"]["queries"][0]
         for r in contents.callbacks
@@ -247,10 +247,7 @@ def test_a_history_turn_built_to_backtrack_is_read_while_the_server_stays_respon
     request_id = completion["id"].removeprefix("chatcmpl-")
     (log,) = (sample_home / "logs").glob(f"*-{request_id}.jsonl")
     # Not our Sources list (it does not end as ours does), so the turn is history as sent.
-    assert read_log(log).header["history"] == [
-        {"role": "user", "content": "hi"},
-        {"role": "assistant", "content": content},
-    ]
+    assert read_log(log).header.history == (("user", "hi"), ("assistant", content))
 
 
 def test_a_sources_list_the_model_wrote_itself_gives_way_to_ours(sample_home: Path) -> None:

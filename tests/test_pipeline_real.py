@@ -203,7 +203,7 @@ def test_every_logged_real_answer_replays_identically(
         contents = read_log(path)
         assert contents.events
         assert replay_diff(contents) == [], path
-        releases = contents.header["releases"]
+        releases = contents.header.releases
         assert {
             name: {"release": found["release"], "version": found["version"]}
             for name, found in releases.items()

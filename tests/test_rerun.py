@@ -18,6 +18,7 @@ import pytest
 from callbacks.events import DoneEvent
 from callbacks.handler import AnswerEventHandler
 from callbacks.log import EventLog, log_file_name, read_log
+from callbacks.log_header import LogHeader
 from pipelines.catalog import bundled_dir
 from tests.conftest import check_logs_replay
 from tests.support.cli import cli
@@ -178,7 +179,7 @@ def _log(folder: Path, request_id: str, *, done: bool = True, **header: Any) -> 
     from datetime import UTC, datetime
 
     path = folder / log_file_name(request_id, datetime.now(UTC))
-    log = EventLog(path, {"request_id": request_id, "question": "Why?", **header})
+    log = EventLog(path, LogHeader(request_id=request_id, question="Why?", **header))
     handler = AnswerEventHandler(
         request_id=request_id, emit=log.event, record=log.callback, raise_error=True
     )

@@ -11,6 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from callbacks.events import DoneData, DoneState, Reference, Timings
+from callbacks.log_header import LogHeader
 from callbacks.rerun_diff import (
     AnswerChange,
     compare_answers,
@@ -148,7 +149,7 @@ def longest_shared_order(first: list[str], second: list[str]) -> int:
 # --- what the log says to ask ----------------------------------------------------------------
 
 
-def header(**values: Any) -> dict[str, Any]:
+def header(**values: Any) -> LogHeader:
     base: dict[str, Any] = {
         "request_id": "r1",
         "question": "What does ABCA1 do?",
@@ -158,7 +159,7 @@ def header(**values: Any) -> dict[str, Any]:
         "releases": {"reactome": {"version": "reactome__v1"}},
         "options": {"llm": "extractive", "cite_urls": False, "live_citations": True},
     }
-    return base | values
+    return LogHeader.read(base | values)
 
 
 def test_a_header_asks_its_question_with_its_history_collections_and_options() -> None:
@@ -179,7 +180,7 @@ def test_a_header_asks_its_question_with_its_history_collections_and_options() -
 
 def test_auto_collections_let_the_expander_route_again() -> None:
     assert recorded_request(header()).options.collections is None
-    bare = recorded_request({"question": "What is apoptosis?"})
+    bare = recorded_request(LogHeader.read({"request_id": "r2", "question": "What is apoptosis?"}))
     assert bare.options.collections is None
     assert (bare.options.cite_urls, bare.options.live_citations) == (None, False)
 

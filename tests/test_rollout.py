@@ -203,7 +203,7 @@ def test_a_release_swapped_in_under_load(tmp_path: Path, minilm: Embeddings) -> 
         spans: dict[str, list[tuple[float, float]]] = {old_version: [], new_version: []}
         for path in sorted((home / "logs").glob("*.jsonl")):
             log = read_log(path)
-            releases = log.header["releases"]
+            releases = log.header.releases
             # One version per collection, and the chunks retrieved are that version's.
             assert sorted(releases) == sorted(COLLECTION_NAMES)
             version = releases["reactome"]["version"]
@@ -216,7 +216,7 @@ def test_a_release_swapped_in_under_load(tmp_path: Path, minilm: Embeddings) -> 
             ]
             changed = {CHANGED.strip() in document["page_content"] for document in documents}
             assert changed <= {version == new_version}, log.source
-            started = datetime.fromisoformat(log.header["created_at"]).timestamp()
+            started = datetime.fromisoformat(str(log.header.created_at)).timestamp()
             spans[version].append((started, started + log.events[-1].t_ms / 1000))
         assert spans[old_version], home
         assert spans[new_version], home

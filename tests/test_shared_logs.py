@@ -106,15 +106,15 @@ def test_two_instances_share_one_logs_folder(
     id_a, id_b = (answered[name].json()["request_id"] for name in "ab")
     (log_a,) = find_request_logs(shared, id_a)
     (log_b,) = find_request_logs(shared, id_b)
-    assert read_log(log_a).header["process"] == a.pid
-    assert read_log(log_b).header["process"] == b.pid
+    assert read_log(log_a).header.process == a.pid
+    assert read_log(log_b).header.process == b.pid
     assert not (home_a / "logs").exists()
     assert not (home_b / "logs").exists()
 
     # Pruned by both at once: the two new logs and the newest older ones, with their
     # feedback; nothing else, and no feedback left without its log.
     kept_old = [f"old-{n:02}" for n in range(12 - (KEEP - 2), 12)]
-    remaining = [read_log(path).header["request_id"] for path in list_log_files(shared)]
+    remaining = [read_log(path).header.request_id for path in list_log_files(shared)]
     assert sorted(remaining) == sorted([id_a, id_b, *kept_old])
     assert sorted(path.name for path in shared.glob("*.feedback.json")) == sorted(
         feedback_path(find_request_logs(shared, old)[0]).name for old in kept_old

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
 import time
-from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import Any
 
 from callbacks.log import EventLog, log_file_name, prune_configured_logs
+from callbacks.log_header import LogHeader
 from pipelines.core.redaction import warn_not_done
 from pipelines.core.settings import Settings
 
@@ -33,32 +33,22 @@ class RequestLogs:
         self._digest = hashlib.sha256(json.dumps(dumped, sort_keys=True).encode()).hexdigest()
         self._digest = self._digest[:16]
 
-    def open(
-        self,
-        request_id: str,
-        questions: dict[str, Any],
-        collections: Sequence[str] | None,
-        options: dict[str, Any],
-        releases: dict[str, Any],
-    ) -> EventLog | None:
-        """The request's log, its header written (``releases``: what answers, per collection);
-        ``None`` with logs off. Touches the disk: call it off the event loop."""
+    def open(self, header: LogHeader) -> EventLog | None:
+        """The request's log, its ``header`` written with this pipeline's settings digest,
+        this process and the time; ``None`` with logs off. Touches the disk: call it off the
+        event loop."""
         if not self.settings.event_logs:
             return None
         now = datetime.now(UTC)
         log = EventLog(
-            self.settings.logs_dir / log_file_name(request_id, now),
-            {
-                "request_id": request_id,
-                **questions,
-                "collections": list(collections or ["auto"]),
-                "releases": releases,
-                "options": options,
-                "settings_digest": self._digest,
+            self.settings.logs_dir / log_file_name(header.request_id, now),
+            dataclasses.replace(
+                header,
+                settings_digest=self._digest,
                 # Which process answered: one of `serve --workers N` shares the folder.
-                "process": os.getpid(),
-                "created_at": now.isoformat(timespec="milliseconds"),
-            },
+                process=os.getpid(),
+                created_at=now.isoformat(timespec="milliseconds"),
+            ),
         )
         # After opening, so the new log counts as the newest and is never the one pruned; a
         # folder that cannot be written has already been reported once.

@@ -19,6 +19,7 @@ from langchain_core.runnables import RunnableConfig
 from callbacks.events import DoneEvent, Event, TokenEvent
 from callbacks.handler import AnswerEventHandler
 from callbacks.log import EventLog
+from callbacks.log_header import LogHeader
 from pipelines.catalog.catalog import catalog_for
 from pipelines.core.errors import ErrorCode, PersonalAdviceError, ReactomeAnswersError
 from pipelines.core.normalize import normalize_question
@@ -150,18 +151,19 @@ class AnswerRun:
             releases = self.pipeline.operator.collection_releases()
         except Exception:  # a log header is never worth failing a request
             releases = {}
-        questions = {
-            "question": self.shown,
-            "normalized_question": redact_secrets(self.normalized),
+        header = LogHeader(
+            request_id=self.request_id,
+            question=self.shown,
+            normalized_question=redact_secrets(self.normalized),
             # What the expander and the model saw before the question.
-            "history": [
-                {"role": role, "content": redact_secrets(content)}
-                for role, content in self.options.history
-            ],
-        }
-        log = self.pipeline.logs.open(
-            self.request_id, questions, self.options.collections, self.start_options, releases
+            history=tuple(
+                (role, redact_secrets(content)) for role, content in self.options.history
+            ),
+            collections=tuple(self.options.collections or ("auto",)),
+            releases=releases,
+            options=self.start_options,
         )
+        log = self.pipeline.logs.open(header)
         pinned = {name: str(release["version"]) for name, release in releases.items()}
         return log, pinned or None
 

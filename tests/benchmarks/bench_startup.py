@@ -29,12 +29,13 @@ def _log_home(home: Path) -> None:
     """A home with a few refused answers' logs, written as a request writes them."""
     from callbacks.handler import AnswerEventHandler
     from callbacks.log import EventLog, log_file_name
+    from callbacks.log_header import LogHeader
 
     for n in range(5):
         request_id = f"bench-{n}"
         log = EventLog(
             home / "logs" / log_file_name(request_id, datetime.now(UTC)),
-            {"request_id": request_id, "question": f"Should I take more statins? ({n})"},
+            LogHeader(request_id=request_id, question=f"Should I take more statins? ({n})"),
         )
         handler = AnswerEventHandler(request_id=request_id, emit=log.event, record=log.callback)
         handler.start("Should I take more statins?", ["auto"], {})

@@ -23,7 +23,7 @@ def logs_asking(home: Path, question: str) -> list[LogContents]:
             contents = read_log(path)
         except Exception:
             continue
-        if contents.header.get("question") == question:
+        if contents.header.question == question:
             found.append(contents)
     return found
 

@@ -153,16 +153,10 @@ def _ask_again(pipeline: AnswerPipeline, recorded: RecordedRequest) -> tuple[Don
 
 
 def _rerun(pipeline: AnswerPipeline, path: Path, contents: LogContents) -> Rerun:
-    header = contents.header
-    request_id, question = header.get("request_id"), header.get("question")
-    unasked = Rerun(
-        path,
-        request_id if isinstance(request_id, str) else None,
-        question if isinstance(question, str) else None,
-    )
+    unasked = Rerun(path, contents.header.request_id, contents.header.question)
     try:
         before = _recorded_done(contents)
-        recorded = recorded_request(header, str(path))
+        recorded = recorded_request(contents.header, str(path))
     except EventLogError as error:
         return dataclasses.replace(unasked, skipped=error.message)
     after, error_message = _ask_again(pipeline, recorded)

@@ -9,7 +9,7 @@ from collections.abc import Iterable
 
 from callbacks.events import DoneEvent, ErrorEvent, Event, Reference, ReferenceEvent, TokenEvent
 from callbacks.log import LogContents
-from callbacks.log_records import mapping, model_input, model_raw_text, searched_queries
+from callbacks.log_records import model_input, model_raw_text, searched_queries
 
 __all__ = ["print_model_input", "print_replay_text", "print_what_the_model_saw"]
 
@@ -81,10 +81,8 @@ def print_model_input(contents: LogContents) -> None:
 def print_what_the_model_saw(contents: LogContents) -> None:
     """The conversation before the question and what the retriever searched for: what the
     expander and the model saw besides the sources, which the events show."""
-    history = contents.header.get("history")
-    for turn in history if isinstance(history, list) else []:
-        turn = mapping(turn)
-        print(f"[history] {turn.get('role')}: {turn.get('content')}")
+    for role, content in contents.header.history:
+        print(f"[history] {role}: {content}")
     queries = searched_queries(contents)
     if queries:
         print(f"[searched for] {queries[0]}")

@@ -105,7 +105,7 @@ def newest_answer_log(
             contents = read_log(path, callbacks=callbacks)
         except (OSError, EventLogError):
             continue
-        if contents.header.get("request_id") == request_id and any(
+        if contents.header.request_id == request_id and any(
             isinstance(event, StartEvent) and event.request_id == request_id
             for event in contents.events
         ):
