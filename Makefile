@@ -104,12 +104,14 @@ demo: $(BIN)/.installed
 # (the first run ingests them: about 6 minutes); tables, results/bench.json and .png; then
 # both stacks as the reaction summaries grow to 3x and 10x (the first run writes the copies:
 # about 5 minutes), results/bench-growth.json and .png; then ingestion throughput and peak
-# memory from scratch (another 4 minutes); then `logs stats` over 10,000 logs (2 minutes).
+# memory from scratch (another 4 minutes); then `logs stats` over 10,000 logs (2 minutes);
+# then the command line's start-up against `python -c pass` (half a minute).
 bench: $(BIN)/.installed install-redis install-apertium
 	$(BIN)/python -m tests.benchmarks.bench_performance
 	$(BIN)/python -m tests.benchmarks.bench_growth
 	$(BIN)/python -m tests.benchmarks.ingest_throughput --with-reactions
 	$(BIN)/python -m tests.benchmarks.bench_log_stats --logs 10000
+	$(BIN)/python -m tests.benchmarks.bench_startup
 
 # The same on the bundled sample with fewer questions, in under 2 minutes; CI runs it to
 # report, not to assert.

@@ -1,12 +1,14 @@
 """How long the command line takes to start: whole processes, beside ``python -c pass``.
 
-    .venv/bin/python -m tests.benchmarks.bench_startup [--runs N]
+    .venv/bin/python -m tests.benchmarks.bench_startup [--runs N] [--before DIR]
 
 Each round runs, one after the other, ``python -c pass`` (the interpreter alone, the
 baseline), ``reactome-answers --help`` and ``reactome-answers logs list`` over a home with a
-few recorded logs; the rounds repeat ``--runs`` times so that all three see the same load on
-the machine. Prints the median wall time of each, its ratio to the baseline, and the peak
-memory (max RSS) of each; writes results/startup.json.
+few recorded logs; the rounds repeat ``--runs`` times so that all of them see the same load on
+the machine. The command line runs as ``python -m app`` from the source tree, as the installed
+command does. ``--before DIR`` times another checkout of the project (``git worktree add DIR
+COMMIT``) beside this one, in the same rounds. Prints the median wall time of each, its ratio
+to the baseline, and the peak memory (max RSS) of each; writes results/startup.json.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from pathlib import Path
 
 from tests.benchmarks._common import table, write_results
 
-COMMAND = Path(sys.executable).with_name("reactome-answers")
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _log_home(home: Path) -> None:
@@ -43,11 +45,12 @@ def _log_home(home: Path) -> None:
         log.close()
 
 
-def _run(argv: list[str], env_home: Path) -> float:
+def _run(argv: list[str], env_home: Path, tree: Path) -> float:
     """Wall seconds."""
     start = time.perf_counter()
     completed = subprocess.run(
         argv,
+        cwd=tree,
         capture_output=True,
         text=True,
         check=False,
@@ -62,12 +65,18 @@ def _run(argv: list[str], env_home: Path) -> float:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=15, help="rounds (default 15)")
+    parser.add_argument(
+        "--before", type=Path, metavar="DIR", help="another checkout to time beside this one"
+    )
     args = parser.parse_args(argv)
-    commands = {
-        "python -c pass": [sys.executable, "-c", "pass"],
-        "reactome-answers --help": [str(COMMAND), "--help"],
-        "reactome-answers logs list": [str(COMMAND), "logs", "list"],
+    trees = {"": ROOT} | ({"before: ": args.before.resolve()} if args.before else {})
+    commands: dict[str, tuple[list[str], Path]] = {
+        "python -c pass": ([sys.executable, "-c", "pass"], ROOT)
     }
+    for label, tree in trees.items():
+        app = [sys.executable, "-m", "app"]
+        commands[f"{label}reactome-answers --help"] = ([*app, "--help"], tree)
+        commands[f"{label}reactome-answers logs list"] = ([*app, "logs", "list"], tree)
     times: dict[str, list[float]] = {name: [] for name in commands}
     memory: dict[str, int] = {}
     with tempfile.TemporaryDirectory(prefix="bench-startup-") as tmp:
@@ -75,11 +84,11 @@ def main(argv: list[str] | None = None) -> int:
         _log_home(home)
         # Peak memory of each command alone, as a child of a fresh interpreter: a process's
         # children's max RSS only grows.
-        for name, command in commands.items():
-            memory[name] = _peak_kb(command, home)
+        for name, (command, tree) in commands.items():
+            memory[name] = _peak_kb(command, home, tree)
         for _ in range(args.runs):
-            for name, command in commands.items():
-                times[name].append(_run(command, home))
+            for name, (command, tree) in commands.items():
+                times[name].append(_run(command, home, tree))
     baseline = statistics.median(times["python -c pass"])
     rows = []
     results = {}
@@ -97,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _peak_kb(command: list[str], home: Path) -> int:
+def _peak_kb(command: list[str], home: Path, tree: Path) -> int:
     script = (
         "import resource, subprocess, sys;"
         "subprocess.run(sys.argv[1:], capture_output=True, check=True);"
@@ -105,6 +114,7 @@ def _peak_kb(command: list[str], home: Path) -> int:
     )
     completed = subprocess.run(
         [sys.executable, "-c", script, *command],
+        cwd=tree,
         capture_output=True,
         text=True,
         check=True,
