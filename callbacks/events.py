@@ -7,7 +7,6 @@ SSE endpoint and the event log all emit exactly these models, serialised by
 
 from __future__ import annotations
 
-import re
 from typing import Annotated, Any, Literal, Self
 
 from pydantic import (
@@ -29,6 +28,7 @@ from pipelines.core.identifiers import (
     st_id_problem,
     url_problem,
 )
+from pipelines.core.text import without_surrogates
 
 __all__ = [
     "EVENT_TYPES",
@@ -61,15 +61,7 @@ __all__ = [
 _MODEL_CONFIG = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
-_SURROGATE_RE = re.compile("[\ud800-\udfff]")
-
-
-def _well_formed(value: str) -> str:
-    # A Python str never holds a surrogate pair, so any surrogate in it is a lone one.
-    return _SURROGATE_RE.sub("\ufffd", value)
-
-
-Text = Annotated[str, AfterValidator(_well_formed)]
+Text = Annotated[str, AfterValidator(without_surrogates)]
 JsonScalar = str | int | float | bool | None
 
 DoneState = Literal["answered", "nothing_found", "refused", "failed"]

@@ -20,7 +20,6 @@ import contextlib
 import fcntl
 import json
 import os
-import re
 import stat
 import tempfile
 from collections.abc import Iterator
@@ -31,6 +30,7 @@ from typing import Any, Literal, get_args
 from callbacks._files import read_regular_file
 from pipelines.core.errors import EventLogError, InputError
 from pipelines.core.redaction import redact_secrets
+from pipelines.core.text import without_surrogates
 
 __all__ = [
     "FEEDBACK_LOCK",
@@ -55,7 +55,6 @@ FEEDBACK_SUFFIX = ".feedback.json"
 FEEDBACK_LOCK = ".feedback.lock"
 # A sidecar is a few kilobytes at most; anything larger is not ours and is not read.
 _MAX_SIDECAR_BYTES = 64 * 1024
-_SURROGATES = re.compile("[\ud800-\udfff]")
 
 
 def feedback_path(log_path: Path) -> Path:
@@ -98,7 +97,7 @@ def clean_comment(comment: str | None) -> str | None:
             fix=f"shorten it to at most {MAX_COMMENT_CHARS:,} characters",
         )
     # A lone surrogate (sent as the JSON escape \\ud800) is stored as U+FFFD, as logs do.
-    return _SURROGATES.sub("\ufffd", redact_secrets(comment.strip()))
+    return without_surrogates(redact_secrets(comment.strip()))
 
 
 def write_feedback(

@@ -41,6 +41,7 @@ from callbacks.log_header import LogHeader
 from pipelines.core.errors import EventLogError
 from pipelines.core.redaction import redact_secrets
 from pipelines.core.settings import Settings
+from pipelines.core.text import without_surrogates
 
 __all__ = [
     "LOG_SCHEMA_VERSION",
@@ -61,15 +62,9 @@ _STAMP_FORMAT = "%Y%m%dT%H%M%S%f"
 _LOG_NAME = re.compile(r"(?P<stamp>\d{8}T\d{12})-[A-Za-z0-9_.-]+\.jsonl")
 
 
-_SURROGATES = re.compile("[\ud800-\udfff]")
 # A JSON escape of a surrogate (a lone one, or half of a pair): only a line holding one can
 # parse to a str with a lone surrogate in it.
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
-
-
-def _well_formed(text: str) -> str:
-    """``text`` with each lone surrogate as U+FFFD (a str never holds a surrogate pair)."""
-    return _SURROGATES.sub("\ufffd", text)
 
 
 def _file_id(request_id: str) -> str:
@@ -271,7 +266,7 @@ class EventLog:
         except UnicodeEncodeError:
             # Unescaped, a lone surrogate in any string of the record (or a key) is a
             # character of the line itself, so one pass over the line repairs them all.
-            line = _well_formed(line)
+            line = without_surrogates(line)
         try:
             self._stream.write(line + "\n")
             self._stream.flush()
@@ -363,7 +358,7 @@ def _parse_record(line: str, where: str) -> Any:
     try:
         record = _DECODER.decode(line)
         if _SURROGATE_ESCAPE.search(line):  # an older version wrote lone surrogates escaped
-            record = json.loads(_well_formed(json.dumps(record, ensure_ascii=False)))
+            record = json.loads(without_surrogates(json.dumps(record, ensure_ascii=False)))
     except RecursionError:
         raise EventLogError(f"{where} is not JSON (nested too deeply)",
                             fix="the log was altered or is corrupt here") from None  # fmt: skip

@@ -42,6 +42,7 @@ from pipelines.core.tags import (
     RETRIEVAL_RECORD,
     RETRIEVAL_TAG,
 )
+from pipelines.core.text import without_surrogates
 from pipelines.core.tokens import ENCODING_NAME, count_tokens
 
 if TYPE_CHECKING:
@@ -85,6 +86,7 @@ __all__ = [
     "st_id_problem",
     "url_problem",
     "warn_not_done",
+    "without_surrogates",
 ]
 
 

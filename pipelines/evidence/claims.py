@@ -23,7 +23,8 @@ from dataclasses import dataclass
 
 from pipelines.citations.finalize import drop_citations, marker_clusters
 from pipelines.citations.sources import Source
-from pipelines.index.sentences import sentence_spans, without_surrogates
+from pipelines.core.text import without_surrogates
+from pipelines.index.sentences import sentence_spans
 
 __all__ = [
     "Claim",

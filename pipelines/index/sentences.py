@@ -26,6 +26,8 @@ from functools import lru_cache
 
 import sentencex
 
+from pipelines.core.text import without_surrogates
+
 __all__ = [
     "MAX_UNIT",
     "Segmented",
@@ -40,7 +42,6 @@ __all__ = [
     "split_paragraphs",
     "split_sentences",
     "strip_literature",
-    "without_surrogates",
 ]
 
 # A parenthetical is a literature citation when it holds "et al" or a name followed by a year:
@@ -156,14 +157,6 @@ def _paragraph_spans(text: str) -> list[tuple[int, int, int]]:
 @lru_cache(maxsize=4096)
 def _segment_raw(paragraph: str) -> tuple[str, ...]:
     return tuple(sentencex.segment("en", paragraph))
-
-
-_SURROGATE_RE = re.compile("[\ud800-\udfff]")
-
-
-def without_surrogates(text: str) -> str:
-    """``text`` with each lone surrogate replaced by U+FFFD, one character for one."""
-    return _SURROGATE_RE.sub("\ufffd", text)
 
 
 def clean_sentence(sentence: str) -> str:
