@@ -22,6 +22,9 @@ from callbacks.handler import AnswerEventHandler
 from callbacks.log import EventLog, log_file_name
 from callbacks.log_header import LogHeader
 
+# The command line in subprocesses, as the slow marker's definition says.
+pytestmark = pytest.mark.slow
+
 # The libraries an answer needs and a look at the logs does not.
 HEAVY = ("chromadb", "onnxruntime", "langchain", "langchain_core", "fastapi", "uvicorn", "mcp")
 
