@@ -7,9 +7,18 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict
+
 from app.http.models import MAX_TURNS
 
-__all__ = ["UnreadableBodyError", "data_frame", "read_json", "split_conversation"]
+__all__ = [
+    "TextPart",
+    "UnreadableBodyError",
+    "data_frame",
+    "read_json",
+    "split_conversation",
+    "text_of_parts",
+]
 
 
 def split_conversation(
@@ -47,3 +56,19 @@ def data_frame(payload: dict[str, Any] | str) -> bytes:
     """One Server-Sent Events ``data:`` frame: JSON, or a literal such as ``[DONE]``."""
     data = payload if isinstance(payload, str) else json.dumps(payload, ensure_ascii=False)
     return f"data: {data}\n\n".encode()
+
+
+class TextPart(BaseModel):
+    """One part of a chat message, as both protocols send it (OpenAI's ``content`` list, the
+    AI SDK's ``parts``): its type, and its text when it is a text part; the rest is ignored."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    type: str
+    text: str | None = None
+
+
+def text_of_parts(parts: Sequence[TextPart]) -> str | None:
+    """The message's text parts joined, or None when it has none (an image, a tool call)."""
+    texts = [part.text or "" for part in parts if part.type == "text"]
+    return "".join(texts) if texts else None

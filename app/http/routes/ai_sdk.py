@@ -46,7 +46,14 @@ from app.http.deps import PipelineDep, SettingsDep
 from app.http.errors import error_response
 from app.http.middleware.access import AnswerRoute
 from app.http.models import LanguageTag
-from app.http.protocols.chat import UnreadableBodyError, data_frame, read_json, split_conversation
+from app.http.protocols.chat import (
+    TextPart,
+    UnreadableBodyError,
+    data_frame,
+    read_json,
+    split_conversation,
+    text_of_parts,
+)
 from app.links import reference_link
 from callbacks.events import (
     DoneEvent,
@@ -69,23 +76,16 @@ UI_STREAM_HEADERS = {
 _TEXT_ID = "text-1"
 
 
-class _Part(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-
-    type: str
-    text: str | None = None
-
-
 class _UIMessage(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     role: str
-    parts: list[_Part] = Field(default_factory=list)
+    parts: list[TextPart] = Field(default_factory=list)
     content: str | None = None  # the SDK before version 5
 
     def text(self) -> str:
-        texts = [part.text or "" for part in self.parts if part.type == "text"]
-        return "".join(texts) if texts else self.content or ""
+        joined = text_of_parts(self.parts)
+        return joined if joined is not None else self.content or ""
 
 
 class UIChatRequest(BaseModel):

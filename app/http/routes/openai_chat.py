@@ -39,7 +39,14 @@ from app.http.disconnect import CLIENT_LEFT_STATUS, events_unless_client_leaves
 from app.http.errors import http_status_for, openai_error_body, openai_error_response
 from app.http.middleware.access import AnswerRoute
 from app.http.models import LanguageTag
-from app.http.protocols.chat import UnreadableBodyError, data_frame, read_json, split_conversation
+from app.http.protocols.chat import (
+    TextPart,
+    UnreadableBodyError,
+    data_frame,
+    read_json,
+    split_conversation,
+    text_of_parts,
+)
 from app.http.protocols.openai_annotations import evidence_json, url_citations
 from app.http.protocols.openai_sources import without_our_sources
 from app.http.settings import ServerSettings
@@ -56,23 +63,16 @@ MODEL_ID = "reactome-answers"
 _STARTED = int(time.time())
 
 
-class _TextPart(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-
-    type: str
-    text: str | None = None
-
-
 class ChatMessage(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     role: Literal["system", "developer", "user", "assistant", "tool", "function"]
-    content: str | list[_TextPart] | None = None
+    content: str | list[TextPart] | None = None
 
     def text(self) -> str:
         if self.content is None or isinstance(self.content, str):
             return self.content or ""
-        return "".join(part.text or "" for part in self.content if part.type == "text")
+        return text_of_parts(self.content) or ""
 
 
 class _StreamOptions(BaseModel):
