@@ -12,15 +12,13 @@ import json
 import os
 import subprocess
 import sys
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from callbacks.handler import AnswerEventHandler
-from callbacks.log import EventLog, log_file_name
 from callbacks.log_header import LogHeader
+from tests.support.logs import refused_log
 
 # The command line in subprocesses, as the slow marker's definition says.
 pytestmark = pytest.mark.slow
@@ -62,16 +60,8 @@ def _loaded(home: Path, *argv: str) -> dict[str, Any]:
 def logged_home(tmp_path: Path) -> tuple[Path, str]:
     """A home holding one refused answer's log, written as a request writes it."""
     request_id = "startup-1"
-    log = EventLog(
-        tmp_path / "logs" / log_file_name(request_id, datetime.now(UTC)),
-        LogHeader(request_id=request_id, question="Should I double my statin dose?"),
-    )
-    handler = AnswerEventHandler(
-        request_id=request_id, emit=log.event, record=log.callback, raise_error=True
-    )
-    handler.start("Should I double my statin dose?", ["auto"], {})
-    handler.finish("refused", text="I cannot advise on your own care.")
-    log.close()
+    question = "Should I double my statin dose?"
+    refused_log(tmp_path / "logs", LogHeader(request_id=request_id, question=question))
     return tmp_path, request_id
 
 

@@ -4,19 +4,18 @@ for every reader (callbacks/log_header.py)."""
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from callbacks.handler import AnswerEventHandler
-from callbacks.log import EventLog, log_file_name, read_log
+from callbacks.log import read_log
 from callbacks.log_header import LogHeader
 from callbacks.log_summary import answered_by, log_stats
 from callbacks.log_view import log_view
 from callbacks.rerun_diff import recorded_request
 from pipelines.core.errors import EventLogError
+from tests.support.logs import refused_log
 
 WRITTEN = LogHeader(
     request_id="r-1",
@@ -33,18 +32,6 @@ WRITTEN = LogHeader(
 )
 
 
-def _written(tmp_path: Path, header: LogHeader) -> Path:
-    path = tmp_path / log_file_name(header.request_id, datetime.now(UTC))
-    log = EventLog(path, header)
-    handler = AnswerEventHandler(
-        request_id=header.request_id, emit=log.event, record=log.callback, raise_error=True
-    )
-    handler.start(header.question or "", list(header.collections), {})
-    handler.finish("refused", text="A refusal.")
-    log.close()
-    return path
-
-
 def _altered(path: Path, **changes: Any) -> Path:
     """The log at ``path`` with its header's fields changed as a hand would."""
     lines = path.read_text(encoding="utf-8").splitlines()
@@ -54,11 +41,11 @@ def _altered(path: Path, **changes: Any) -> Path:
 
 
 def test_what_is_written_is_what_is_read(tmp_path: Path) -> None:
-    assert read_log(_written(tmp_path, WRITTEN)).header == WRITTEN
+    assert read_log(refused_log(tmp_path, WRITTEN)).header == WRITTEN
 
 
 def test_the_writer_names_the_host_when_the_header_does_not(tmp_path: Path) -> None:
-    header = read_log(_written(tmp_path, LogHeader(request_id="r-2", question="Q?"))).header
+    header = read_log(refused_log(tmp_path, LogHeader(request_id="r-2", question="Q?"))).header
     assert header.host
     assert (header.history, header.collections, header.problems) == ((), ("auto",), {})
 
@@ -77,7 +64,7 @@ def test_the_writer_names_the_host_when_the_header_does_not(tmp_path: Path) -> N
 def test_a_field_we_never_write_is_read_as_missing_and_named(
     tmp_path: Path, changes: dict[str, Any], field: str, read_as: object
 ) -> None:
-    contents = read_log(_altered(_written(tmp_path, WRITTEN), **changes))
+    contents = read_log(_altered(refused_log(tmp_path, WRITTEN), **changes))
     assert getattr(contents.header, field) == read_as
     assert list(contents.header.problems) == [field]
     # Every reader goes on: the stats, the page, who answered; a rerun refuses what it needs.
@@ -90,5 +77,5 @@ def test_a_field_we_never_write_is_read_as_missing_and_named(
 
 
 def test_fields_we_do_not_know_are_ignored(tmp_path: Path) -> None:
-    contents = read_log(_altered(_written(tmp_path, WRITTEN), note="added by hand"))
+    contents = read_log(_altered(refused_log(tmp_path, WRITTEN), note="added by hand"))
     assert contents.header == WRITTEN

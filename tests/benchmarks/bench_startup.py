@@ -19,7 +19,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 
 from tests.benchmarks._common import table, write_results
@@ -29,20 +28,17 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def _log_home(home: Path) -> None:
     """A home with a few refused answers' logs, written as a request writes them."""
-    from callbacks.handler import AnswerEventHandler
-    from callbacks.log import EventLog, log_file_name
     from callbacks.log_header import LogHeader
+    from tests.support.logs import refused_log
 
     for n in range(5):
-        request_id = f"bench-{n}"
-        log = EventLog(
-            home / "logs" / log_file_name(request_id, datetime.now(UTC)),
-            LogHeader(request_id=request_id, question=f"Should I take more statins? ({n})"),
-        )
-        handler = AnswerEventHandler(request_id=request_id, emit=log.event, record=log.callback)
-        handler.start("Should I take more statins?", ["auto"], {})
-        handler.finish("refused", text="I cannot advise on your own care.")
-        log.close()
+        question = f"Should I take more statins? ({n})"
+        refused_log(home / "logs", LogHeader(request_id=f"bench-{n}", question=question))
+
+
+def _environment(home: Path) -> dict[str, str]:
+    """What every timed process sees: the home with the logs, and no other settings."""
+    return {"REACTOME_ANSWERS_HOME": str(home), "PATH": "/usr/bin:/bin"}
 
 
 def _run(argv: list[str], env_home: Path, tree: Path) -> float:
@@ -54,7 +50,7 @@ def _run(argv: list[str], env_home: Path, tree: Path) -> float:
         capture_output=True,
         text=True,
         check=False,
-        env={"REACTOME_ANSWERS_HOME": str(env_home), "PATH": "/usr/bin:/bin"},
+        env=_environment(env_home),
     )
     elapsed = time.perf_counter() - start
     if completed.returncode != 0:
@@ -118,7 +114,7 @@ def _peak_kb(command: list[str], home: Path, tree: Path) -> int:
         capture_output=True,
         text=True,
         check=True,
-        env={"REACTOME_ANSWERS_HOME": str(home), "PATH": "/usr/bin:/bin"},
+        env=_environment(home),
     )
     return int(completed.stdout.strip())
 
