@@ -26,7 +26,7 @@ async def serve_stdio(server: MCPServer) -> None:
     """Serve ``server`` over standard input and output, as ``server.run("stdio")`` does, but
     answering each line that is not a message with a JSON-RPC error."""
     # The SDK's low-level server, as its own run_stdio_async drives it (a private name:
-    # tests/test_mcp.py runs this path, so a change of it fails there).
+    # tests/mcp/test_transports.py runs this path, so a change of it fails there).
     lowlevel = server._lowlevel_server
     async with stdio_server() as (read_stream, write_stream):
         send, receive = create_context_streams[SessionMessage | Exception](0)

@@ -5,7 +5,7 @@ Each command is a module of :mod:`app.cli.commands` with a one-line :data:`SUMMA
 the work and returns the exit status. Importing a command module costs little: what a command
 needs beyond argparse and the settings (the pipeline, Chroma, the HTTP service, the MCP SDK)
 is imported inside its ``run``, so parsing the arguments of any command, and ``--help``,
-loads none of it (tests/test_cli_startup.py).
+loads none of it (tests/cli/test_startup.py).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ given how it ended, what the model wrote, the sources it was given and the judge
 
 Pure functions over strings and lists, called by the event handler
 (:meth:`callbacks.handler.AnswerEventHandler.finish`), which keeps the state; tested without
-a model or a store (tests/test_evidence.py).
+a model or a store (tests/evidence/test_verdicts.py).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@
 :class:`~pipelines.pipeline._request.AnswerRun` and a
 :class:`~pipelines.pipeline._runnable.PipelineRunnable` over itself; they name what they use
 of it here rather than the class, so that neither module imports the one that imports it
-(tests/test_layers.py allows no cycle between modules).
+(tests/project/test_layers.py allows no cycle between modules).
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ can I get rid of the leg cramps from my statin" is routed there by its "how can 
 is still a request for advice.
 
 No shipped example and no question in the tests scores within :data:`MARGIN` of its
-threshold (tests/test_advice.py), so another CPU's rounding cannot flip their decisions.
+threshold (tests/retrieval/test_advice_gate.py), so another CPU's rounding cannot flip their decisions.
 
 A question in another language is judged by a second gate when the pipeline has a
 multilingual model (decision 0037): the same features over that model's vectors, fitted on
@@ -75,7 +75,7 @@ THRESHOLD = 1.0
 # ones above 3.
 WEBSITE_THRESHOLD = 2.0
 # No shipped example and no test question may score closer than this to its threshold
-# (tests/test_advice.py). With onnxruntime's graph optimizations off (plain kernels for fused
+# (tests/retrieval/test_advice_gate.py). With onnxruntime's graph optimizations off (plain kernels for fused
 # ones, as another CPU's instruction set swaps kernels) a score moved by at most 0.2, with the
 # examples embedded and the gate refitted the same way; with the unquantized model instead of
 # the int8 one, a far larger change of the vectors, by at most 0.44; with 2 threads instead of
@@ -101,7 +101,7 @@ _NEAREST = 3
 # (pipelines.language): the examples are English, so the cue's weight is learnt there, and a
 # question in Spanish or Japanese that says "my son" or "how many mg should I take" shows the
 # same feature. The other languages' words count only in a question detected as written in
-# one of them, so English scores are what they were (tests/test_advice.py).
+# one of them, so English scores are what they were (tests/retrieval/test_advice_gate.py).
 _CUE_PATTERNS = (
     # first person
     (

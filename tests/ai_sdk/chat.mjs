@@ -2,7 +2,7 @@
 // that the stream is read the way a useChat front-end reads it: an `error` part ends the
 // reading there, and the `body` option's fields go beside the messages. The state is the
 // plain object a framework binding would keep. Prints the assistant's message, the chat's
-// status and error as JSON, for tests/test_ai_sdk.py.
+// status and error as JSON, for tests/http/test_ai_sdk.py.
 //
 //   node chat.mjs BASE_URL QUESTION [BODY_JSON]
 import { AbstractChat, DefaultChatTransport } from "ai";

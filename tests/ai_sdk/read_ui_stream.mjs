@@ -1,6 +1,6 @@
 // Reads one answer from /api/chat the way useChat does: the AI SDK's DefaultChatTransport
 // posts the messages and parses the UI message stream, readUIMessageStream assembles the
-// message. Prints what the SDK made of it, as JSON, for tests/test_ai_sdk.py.
+// message. Prints what the SDK made of it, as JSON, for tests/http/test_ai_sdk.py.
 //
 //   node read_ui_stream.mjs BASE_URL MESSAGES_JSON
 import { DefaultChatTransport, readUIMessageStream } from "ai";

@@ -9,7 +9,7 @@ gate, on the default embedding model). For each split: advice questions refused 
 must-answer questions refused and answered, and how many of the gate's scores fall within
 :data:`pipelines.retrieval.advice.MARGIN` of their decision boundary (where another CPU's
 rounding could flip the decision; the shipped examples and test questions must have none,
-tests/test_advice.py).
+tests/retrieval/test_advice_gate.py).
 
 ``--misses`` lists the dev and held_out questions on the wrong side, for reading only: nothing
 may be tuned on held_out, and the test split's misses are never listed.

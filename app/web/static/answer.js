@@ -1,6 +1,6 @@
 // One answer as the page shows it: its state from the events of the stream, and its text,
 // markers and Sources drawn into the page. Kept apart from the page itself so that
-// tests/test_web_client_logic.py can feed it the events of real streams in Node.
+// tests/web/test_client_logic.py can feed it the events of real streams in Node.
 //
 // Everything from the server is written into the page as text nodes: a source or a token
 // that contains markup shows as characters, it never becomes part of the page.

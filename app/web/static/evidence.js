@@ -1,5 +1,5 @@
 // Which item of done.data.evidence backs each [n] marker of the answer on the page. Pure, so
-// tests/test_web_client_logic.py checks it in Node against the server's own reading of which
+// tests/web/test_client_logic.py checks it in Node against the server's own reading of which
 // sentence owns which marker.
 //
 // An item names a number n and a sentence: [start, end) in done.text, counted in code points

@@ -2,7 +2,7 @@
 // them: a bracket group of numbers and ascending ranges ([3], [1, 3], [1; 3], [1-3]; spaces
 // only) that is not a link, not a reference definition and not inside code. The server
 // renumbers exactly these, so the client must link exactly these:
-// tests/test_web_client_logic.py runs both implementations on the same texts.
+// tests/web/test_client_logic.py runs both implementations on the same texts.
 
 const DASHES = "-\u2013\u2014\u2212";
 const ITEM = `[0-9]+(?: *[${DASHES}] *[0-9]+)?`;

@@ -1,7 +1,7 @@
 """What the HTTP layer reads of an MCP message at `/mcp`: whether it runs an answer (only a
 call of `ask_reactome` takes a slot of the answer cap), whether the rate limit counts it
 (tool calls and resource reads), and the id a refusal answers; and that the app serves MCP
-each time it starts. tests/test_mcp_guards.py drives the limits through the real server."""
+each time it starts. tests/mcp/test_guards.py drives the limits through the real server."""
 
 from __future__ import annotations
 

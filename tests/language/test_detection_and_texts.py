@@ -43,7 +43,7 @@ from pipelines.language._letters import letter_count, without_identifiers
 from pipelines.retrieval.refusal_rules import ADVICE_REFUSAL, question_too_long, rule_refusal
 
 SAMPLES = yaml.safe_load(
-    (Path(__file__).parent / "language_samples.yaml").read_text(encoding="utf-8")
+    (Path(__file__).parents[1] / "language_samples.yaml").read_text(encoding="utf-8")
 )
 HARD_BAR = 14
 
@@ -183,7 +183,7 @@ def _cpu_seconds(work: Callable[[], object]) -> float:
     ["a" + "-" * 50 + " ", "a-", "x", "A1", "https://" + "a" * 50 + " ", "mTOR-", "é'"],
 )
 def test_setting_identifiers_aside_is_linear(unit: str) -> None:
-    # As tests/test_linear_regex.py measures: 8x the text costs about 8x the time when
+    # As tests/core/test_linear_time.py measures: 8x the text costs about 8x the time when
     # linear, 64x when quadratic.
     small = unit * (20_000 // len(unit))
     large = small * 8

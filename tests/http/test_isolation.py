@@ -33,7 +33,7 @@ STREAMS = 200
 def distinct_questions(count: int) -> list[str]:
     """Questions about the sample's pathways; every other one asks for a slow answer."""
     names = []
-    listing = Path(__file__).parents[1] / "collections/reactome/ReactomePathways.txt"
+    listing = Path(__file__).parents[2] / "collections/reactome/ReactomePathways.txt"
     for line in listing.read_text(encoding="utf-8").splitlines():
         parts = line.split("\t")
         if len(parts) == 3 and parts[2] == "Homo sapiens":

@@ -1,7 +1,7 @@
 """The limits counted in a real Redis (`redis-server` on 127.0.0.1): buckets and answer
 slots shared by separate :class:`SharedLimits` (as separate workers hold them), leases that
 come back when nobody renews them, Redis down and back, and the settings' checks. The same
-through `serve` processes is in tests/test_fleet_limits.py."""
+through `serve` processes is in tests/http/limits/test_fleet_limits.py."""
 
 from __future__ import annotations
 

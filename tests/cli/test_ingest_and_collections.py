@@ -27,7 +27,7 @@ SUMMARY_FIELDS = (
     "added", "updated", "deleted", "unchanged", "skipped", "errors", "documents", "chunks",
     "seconds",
 )  # fmt: skip
-SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+SHARED_DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 needs_shared_data = pytest.mark.skipif(
     not (SHARED_DATA / "reactome" / "pathway2summation.txt").is_file(),
     reason=f"the real Reactome release files are not at {SHARED_DATA}",

@@ -6,9 +6,8 @@ server says its version and links every reference."""
 
 from __future__ import annotations
 
-import threading
-from collections.abc import AsyncIterator, Iterator, Sequence
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from importlib.metadata import version
 from typing import Any
 
@@ -16,23 +15,14 @@ import anyio
 import httpx
 import httpx2
 import pytest
-from langchain_core.callbacks import AsyncCallbackManagerForLLMRun
-from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessageChunk, BaseMessage
-from langchain_core.outputs import ChatGenerationChunk, ChatResult
 from mcp import Client, MCPError
 from mcp.client.streamable_http import streamable_http_client
-from pydantic import Field
 
-from app.http.factory import create_app
-from app.http.settings import load_server_settings
 from pipelines.core.settings import load_settings
 from pipelines.pipeline import AnswerPipeline
 from tests.support.fake_pipeline import ABCA1, GUIDE, FakeRetriever, make_pipeline
-from tests.support.servers import serve
+from tests.support.mcp_app import ANSWER, QUESTION, HeldModel, served_app, until
 
-QUESTION = "What does ABCA1 do?"
-ANSWER = "ABCA1 exports cholesterol [1]."
 ACCEPT = {"Accept": "application/json, text/event-stream"}
 LEGACY_INIT = {
     "jsonrpc": "2.0",
@@ -51,12 +41,6 @@ def _call(name: str, request_id: int, **arguments: Any) -> dict[str, Any]:
             "params": {"name": name, "arguments": arguments}}  # fmt: skip
 
 
-@contextmanager
-def _served(pipeline: AnswerPipeline, **server: Any) -> Iterator[str]:
-    app = create_app(pipeline.settings, pipeline=pipeline, server=load_server_settings(**server))
-    yield from serve(app)
-
-
 def _answering(documents: Sequence[Any] = (ABCA1,), answer: str = ANSWER) -> AnswerPipeline:
     pipeline, _, _ = make_pipeline(documents, answer, event_logs=False)
     return pipeline
@@ -73,7 +57,7 @@ async def _client(base: str, mode: str = "legacy", **headers: str) -> AsyncItera
 
 
 async def test_get_and_delete_are_405_so_no_stream_is_left_open() -> None:
-    with _served(_answering()) as base:
+    with served_app(_answering()) as base:
         async with httpx.AsyncClient(base_url=base, timeout=30) as http:
             # What an idle SSE listener sends: answered at once, the connection closed.
             for method in ("GET", "DELETE"):
@@ -93,7 +77,7 @@ async def test_get_and_delete_are_405_so_no_stream_is_left_open() -> None:
 
 async def test_a_foreign_origin_and_a_rebinding_host_are_refused() -> None:
     allowed = "https://assistant.example"
-    with _served(_answering(), cors_origins=allowed) as base:
+    with served_app(_answering(), cors_origins=allowed) as base:
         port = base.rsplit(":", 1)[1]
         async with httpx.AsyncClient(base_url=base, timeout=30) as http:
 
@@ -133,7 +117,7 @@ async def test_a_foreign_origin_and_a_rebinding_host_are_refused() -> None:
                 pass
         assert caught.group_contains(MCPError, match="REACTOME_ANSWERS_CORS_ORIGINS")
     # Behind a proxy the operator named, the public name the proxy passes on is served.
-    with _served(_answering(), forwarded_allow_ips="127.0.0.1") as base:
+    with served_app(_answering(), forwarded_allow_ips="127.0.0.1") as base:
         proxied = httpx.post(
             f"{base}/mcp", json=LEGACY_INIT, headers={**ACCEPT, "Host": "answers.example.org"}
         )
@@ -144,7 +128,7 @@ async def test_the_rate_limit_counts_tool_calls_not_a_clients_handshakes() -> No
     limit = 3
     answered = 0
     refused: MCPError | None = None
-    with _served(_answering(), rate_limit=limit) as base:
+    with served_app(_answering(), rate_limit=limit) as base:
         # As langchain-mcp-adapters does: a session per tool call (initialize, initialized,
         # the call, and the listing this client reads the output schema from). Bounded: a
         # minute of 3 refills one call in 20 s, far longer than these sessions take.
@@ -179,48 +163,15 @@ async def test_the_rate_limit_counts_tool_calls_not_a_clients_handshakes() -> No
         assert over_read.json()["id"] == 10
 
 
-class _HeldModel(BaseChatModel):
-    """Streams its answer only once ``release`` is set; ``started`` says it was asked."""
-
-    answer: str
-    started: threading.Event = Field(default_factory=threading.Event)
-    release: threading.Event = Field(default_factory=threading.Event)
-
-    @property
-    def _llm_type(self) -> str:
-        return "held"
-
-    def _generate(self, *args: Any, **kwargs: Any) -> ChatResult:
-        raise NotImplementedError("stream this model")
-
-    async def _astream(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: AsyncCallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> AsyncIterator[ChatGenerationChunk]:
-        self.started.set()
-        await anyio.to_thread.run_sync(self.release.wait, abandon_on_cancel=True)
-        yield ChatGenerationChunk(message=AIMessageChunk(content=self.answer))
-
-
-async def _until(condition: Any, what: str) -> None:
-    with anyio.fail_after(60):  # a generous bound: on a loaded machine it only waits longer
-        while not condition():
-            await anyio.sleep(0.02)
-    assert condition(), what
-
-
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
 async def test_the_answer_cap_refuses_a_call_as_a_tool_error_the_client_shows(mode: str) -> None:
-    model = _HeldModel(answer=ANSWER)
+    model = HeldModel(answer=ANSWER)
     pipeline = AnswerPipeline(
         load_settings(event_logs=False),
         answer_model=model,
         retriever=FakeRetriever(documents=[ABCA1]),
     )
-    with _served(pipeline, max_concurrent_answers=1) as base:
+    with served_app(pipeline, max_concurrent_answers=1) as base:
         async with anyio.create_task_group() as group:
             first: list[Any] = []
 
@@ -229,7 +180,7 @@ async def test_the_answer_cap_refuses_a_call_as_a_tool_error_the_client_shows(mo
                     first.append(await client.call_tool("ask_reactome", {"question": QUESTION}))
 
             group.start_soon(ask)
-            await _until(model.started.is_set, "the first answer reaching the model")
+            await until(model.started.is_set, "the first answer reaching the model")
             async with _client(base, mode) as client:
                 refused = await client.call_tool("ask_reactome", {"question": QUESTION})
                 # What runs no answer goes on meanwhile.
@@ -258,7 +209,7 @@ async def test_the_answer_cap_refuses_a_call_as_a_tool_error_the_client_shows(mo
 
 async def test_the_server_says_its_version_and_links_every_reference() -> None:
     pipeline = _answering([GUIDE, ABCA1], "Open the Pathway Browser [1]; ABCA1 [2].")
-    with _served(pipeline) as base:
+    with served_app(pipeline) as base:
         async with _client(base, "auto") as client:
             assert client.server_info is not None
             assert client.server_info.version == version("reactome-answers")

@@ -23,7 +23,7 @@ from tests.support.servers import Served, serve_command
 
 pytestmark = pytest.mark.slow  # a `serve` subprocess read by the AI SDK in Node.js
 
-READER = Path(__file__).parent / "ai_sdk" / "read_ui_stream.mjs"
+READER = Path(__file__).parents[1] / "ai_sdk" / "read_ui_stream.mjs"
 CHAT = READER.parent / "chat.mjs"
 GUIDE_QUESTION = "How do I use the pathway browser?"
 

@@ -37,7 +37,7 @@ from tests.support.invariants import check_stream
 from tests.support.marker_evidence import owned_evidence as marker_items
 from tests.support.markup import ANY_MARKUP, MARKDOWN_PIECES
 
-CLIENT_DIR = Path(__file__).parents[1] / "app" / "web" / "static"
+CLIENT_DIR = Path(__file__).parents[2] / "app" / "web" / "static"
 
 # Answers one JSON request per line, in order, with one JSON line. It imports the client's ES
 # modules as the browser does (app/web/package.json marks static/*.js as modules for Node).

@@ -27,7 +27,7 @@ from pydantic.fields import FieldInfo
 
 from pipelines.citations.finalize import finalize_citations, strip_out_of_range_markers
 
-ROOT = Path(__file__).parents[1]
+ROOT = Path(__file__).parents[2]
 README_PATH = ROOT / "README.md"
 DOCS = ROOT / "docs"
 OPERATIONS = DOCS / "operations.md"
@@ -333,6 +333,42 @@ def test_the_link_check_sees_a_broken_link(tmp_path: Path) -> None:
         encoding="utf-8",
     )
     assert broken_links(page) == ["missing.md", "there.md#no-heading", "img/none.png"]
+
+
+# A path like tests/logs/test_rerun.py, named in prose or a comment; `<provider>` and other
+# placeholders are not paths.
+_TEST_PATH = re.compile(r"\btests/[\w/]+\.py\b")
+
+
+def named_test_paths(text: str) -> set[str]:
+    return set(_TEST_PATH.findall(text))
+
+
+def test_every_test_file_the_docs_and_code_name_exists() -> None:
+    sources = [
+        *documents(),
+        *(
+            path
+            for folder in ("app", "pipelines", "callbacks", "collections")
+            for path in (ROOT / folder).rglob("*")
+            if path.suffix in {".py", ".yaml", ".js", ".toml"}
+        ),
+        ROOT / "pyproject.toml",
+        ROOT / "Makefile",
+    ]
+    named = {
+        (path.relative_to(ROOT), name)
+        for path in sources
+        for name in named_test_paths(text_of(path))
+    }
+    assert len(named) >= 30  # the docs and comments point at tests in many places
+    assert not sorted((str(path), name) for path, name in named if not (ROOT / name).is_file())
+
+
+def test_the_test_path_check_sees_a_moved_file() -> None:
+    text = "see tests/logs/test_rerun.py and tests/test_rerun.py, not tests/<area>/"
+    assert named_test_paths(text) == {"tests/logs/test_rerun.py", "tests/test_rerun.py"}
+    assert not (ROOT / "tests/test_rerun.py").exists()
 
 
 def test_the_readme_links_to_the_other_documents() -> None:

@@ -38,7 +38,7 @@ from mypy import api as mypy_api
 
 from pipelines.pipeline import AnswerPipeline
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 # Lowest first: a subsystem may import only subsystems earlier in this list.
 ORDER = (
     "pipelines.language",

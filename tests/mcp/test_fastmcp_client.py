@@ -15,7 +15,7 @@ from mcp import MCPError
 from pipelines.core.settings import load_settings
 from pipelines.pipeline import AnswerPipeline
 from tests.support.fake_pipeline import ABCA1, FakeRetriever
-from tests.test_mcp_guards import ANSWER, QUESTION, _HeldModel, _served, _until
+from tests.support.mcp_app import ANSWER, QUESTION, HeldModel, served_app, until
 
 KEY = "fastmcp-test-key-7d2e"
 
@@ -27,7 +27,7 @@ def _client(base: str) -> Client[StreamableHttpTransport]:
 
 async def test_a_session_per_call_gets_the_rate_limit_in_answers_and_then_its_reason() -> None:
     limit = 3
-    model = _HeldModel(answer=ANSWER)
+    model = HeldModel(answer=ANSWER)
     model.release.set()  # answers at once; the cap test below holds it
     pipeline = AnswerPipeline(
         load_settings(event_logs=False),
@@ -36,7 +36,7 @@ async def test_a_session_per_call_gets_the_rate_limit_in_answers_and_then_its_re
     )
     answered = 0
     reason = ""
-    with _served(pipeline, api_keys=KEY, rate_limit=limit) as base:
+    with served_app(pipeline, api_keys=KEY, rate_limit=limit) as base:
         # Bounded: a minute of 3 refills one call in 20 s, far longer than these sessions.
         for _ in range(limit + 5):
             try:
@@ -52,13 +52,13 @@ async def test_a_session_per_call_gets_the_rate_limit_in_answers_and_then_its_re
 
 
 async def test_the_answer_cap_reaches_fastmcp_as_a_tool_error_with_the_reason() -> None:
-    model = _HeldModel(answer=ANSWER)
+    model = HeldModel(answer=ANSWER)
     pipeline = AnswerPipeline(
         load_settings(event_logs=False),
         answer_model=model,
         retriever=FakeRetriever(documents=[ABCA1]),
     )
-    with _served(pipeline, api_keys=KEY, max_concurrent_answers=1) as base:
+    with served_app(pipeline, api_keys=KEY, max_concurrent_answers=1) as base:
         async with anyio.create_task_group() as group:
 
             async def ask() -> None:
@@ -66,7 +66,7 @@ async def test_the_answer_cap_reaches_fastmcp_as_a_tool_error_with_the_reason() 
                     await client.call_tool("ask_reactome", {"question": QUESTION})
 
             group.start_soon(ask)
-            await _until(model.started.is_set, "the first answer reaching the model")
+            await until(model.started.is_set, "the first answer reaching the model")
             async with _client(base) as client:
                 with pytest.raises(ToolError, match="REACTOME_ANSWERS_MAX_CONCURRENT_ANSWERS"):
                     await client.call_tool("ask_reactome", {"question": QUESTION})

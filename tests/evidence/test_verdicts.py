@@ -1,7 +1,7 @@
 """Evidence per citation without a judge: which sentence cites what, what a verdict does to
 the markers (flag, drop, live), and that the log replays it. The judges themselves are in
-tests/test_offline_judge.py; the whole pipeline with a miscited answer in
-tests/test_evidence_e2e.py."""
+tests/evidence/test_offline_judge.py; the whole pipeline with a miscited answer in
+tests/evidence/test_through_the_pipeline.py."""
 
 from __future__ import annotations
 

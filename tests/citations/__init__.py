@@ -1,0 +1,1 @@
+"""The citation contract: the finalizer, live numbering and the model's own Sources list."""

@@ -1,0 +1,1 @@
+"""The core: errors, settings, redaction and the linear time of every pass over untrusted text."""

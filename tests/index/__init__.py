@@ -1,0 +1,1 @@
+"""The index: ingestion into Chroma, chunk and sentence tables, the embedding models."""

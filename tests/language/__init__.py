@@ -1,0 +1,1 @@
+"""Questions in other languages: detection, fixed texts and answers in the asker's language."""

@@ -1,0 +1,2 @@
+"""MCP: the transports with real clients, what `/mcp` lets through, and what the HTTP layer reads of
+a message."""

@@ -1,0 +1,1 @@
+"""Retrieval: ranking arithmetic, the advice gate, refusal rules, the expander, other languages."""

@@ -1,0 +1,1 @@
+"""The reference web client in Node and in a real Chromium."""
