@@ -53,6 +53,7 @@ from callbacks.events import (
     TokenEvent,
     Usage,
 )
+from callbacks.finish_record import FinishRecord
 from pipelines.citations.finalize import (
     strip_out_of_range_markers,
 )
@@ -520,13 +521,7 @@ class AnswerEventHandler(BaseCallbackHandler):
         finalizer runs, so a source cited by nothing else leaves the references; live, the
         markers are on the wire already, and ``drop`` flags them as ``flag`` does.
         """
-        self._note(
-            "finish",
-            state=state,
-            text=text,
-            **({"verdicts": [_verdict_record(*pair) for pair in verdicts]} if verdicts else {}),
-            **({"drop": True} if drop else {}),
-        )
+        self._note("finish", **FinishRecord(state, text, tuple(verdicts), drop).record())
         ruled = {(claim.sentence, claim.source_n): verdict for claim, verdict in verdicts}
         if state == "answered":
             if text is None:
@@ -626,17 +621,6 @@ class AnswerEventHandler(BaseCallbackHandler):
             return self._send(DoneEvent, bare)
         finally:
             self._record = record
-
-
-def _verdict_record(claim: Claim, verdict: Verdict) -> dict[str, Any]:
-    # The passage is in the log already (the retrieval's documents): its source's n finds it.
-    return {
-        "sentence": claim.sentence,
-        "source_n": claim.source_n,
-        "quote_span": list(verdict.quote_span),
-        "score": verdict.score,
-        "supported": verdict.supported,
-    }
 
 
 def _evidence_data(item: Evidence) -> EvidenceData:

@@ -11,8 +11,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from callbacks.finish_record import FinishRecord
 from callbacks.log import LogContents
 from pipelines.core.tags import ANSWER_TAG, EXPANSION_RECORD, RETRIEVAL_RECORD
+from pipelines.retrieval.retrieval_record import RetrievalRecord
 
 __all__ = [
     "answer_run_ids",
@@ -45,10 +47,12 @@ def searched_queries(contents: LogContents) -> list[str]:
     return [str(query) for query in queries] if isinstance(queries, list) else []
 
 
-def read_retrieval_record(contents: LogContents) -> dict[str, Any] | None:
-    """The retriever's candidates and their outcomes (``reactome-answers:retrieval``), or
-    None for a log written before the retriever recorded them, or by another retriever."""
-    return custom_data(contents, RETRIEVAL_RECORD)
+def read_retrieval_record(contents: LogContents) -> RetrievalRecord | None:
+    """The retriever's candidates and their outcomes (``reactome-answers:retrieval``), read
+    by :meth:`RetrievalRecord.read`'s one tolerance rule; None for a log written before the
+    retriever recorded them, or by another retriever."""
+    data = custom_data(contents, RETRIEVAL_RECORD)
+    return None if data is None else RetrievalRecord.read(data)
 
 
 def answer_run_ids(contents: LogContents) -> list[str]:
@@ -92,6 +96,8 @@ def model_raw_text(contents: LogContents) -> str | None:
     if tokens:
         return "".join(tokens)
     for record in contents.callbacks:
-        if record.get("hook") == "finish" and isinstance(record.get("text"), str):
-            return str(record["text"])
+        if record.get("hook") == "finish":
+            text = FinishRecord.read(record).text
+            if text is not None:
+                return text
     return ""

@@ -38,6 +38,7 @@ from callbacks.log_records import (
     searched_queries,
 )
 from pipelines.core.tags import EXPANSION_RECORD
+from pipelines.retrieval.retrieval_record import RetrievalRecord
 
 __all__ = ["SUMMARY_CHARS", "VIEW_VERSION", "log_view", "read_log_view", "shorten"]
 
@@ -207,22 +208,8 @@ def _releases(value: object) -> list[dict[str, Any]]:
     ]
 
 
-def _int_or_none(value: object) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def _ranks(value: object) -> list[dict[str, int | None]]:
-    """Per query, the candidate's dense and keyword rank (None: not found by that search)."""
-    ranks = value if isinstance(value, list) else []
-    return [
-        {"dense": _int_or_none(mapping(r).get("dense")),
-         "keyword": _int_or_none(mapping(r).get("keyword"))}
-        for r in ranks
-    ]  # fmt: skip
-
-
 def _candidates(
-    record: dict[str, Any] | None, references: Sequence[Reference]
+    record: RetrievalRecord | None, references: Sequence[Reference]
 ) -> dict[str, Any] | None:
     """The retriever's record of its candidates (None when the log holds none), each with
     ``cited``: kept, and given the number that a final reference came from
@@ -230,25 +217,22 @@ def _candidates(
     if record is None:
         return None
     final_number = {reference.source_n: reference.n for reference in references}
-    rows = record.get("candidates")
     candidates = []
-    for raw in rows if isinstance(rows, list) else []:
-        row = mapping(raw)
-        candidate: dict[str, Any] = {name: row.get(name) for name in _CANDIDATE_FIELDS}
-        candidate["ranks"] = _ranks(row.get("ranks"))
-        candidate["outcome"] = str(row.get("outcome") or "")
-        n = _int_or_none(row.get("n"))
-        candidate["n"] = n
-        cited = candidate["outcome"] == "kept" and n is not None and n in final_number
+    for row in record.candidates:
+        candidate: dict[str, Any] = {name: getattr(row, name) for name in _CANDIDATE_FIELDS}
+        candidate["ranks"] = [{"dense": r.dense, "keyword": r.keyword} for r in row.ranks]
+        candidate["outcome"] = row.outcome or ""
+        candidate["n"] = row.n
+        cited = row.outcome == "kept" and row.n is not None and row.n in final_number
         candidate["cited"] = cited
-        candidate["reference_n"] = final_number[n] if cited and n is not None else None
+        candidate["reference_n"] = final_number[row.n] if cited and row.n is not None else None
         candidates.append(candidate)
     return {
-        "queries": _strings(record.get("queries")),
-        "collections": _strings(record.get("collections")),
-        "bound": _int_or_none(record.get("bound")),
-        "considered": _int_or_none(record.get("considered")),
-        "read": _int_or_none(record.get("read")),
+        "queries": list(record.queries),
+        "collections": list(record.collections),
+        "bound": record.bound,
+        "considered": record.considered,
+        "read": record.ranked,
         "candidates": candidates,
     }
 

@@ -17,10 +17,10 @@ from langchain_core.documents import Document
 from pydantic import ValidationError
 
 from callbacks.events import DoneEvent, Event, StartEvent, to_jsonl
+from callbacks.finish_record import FinishRecord
 from callbacks.handler import AnswerEventHandler
 from callbacks.log import LogContents
 from pipelines.core.errors import EventLogError
-from pipelines.evidence.claims import Claim, Verdict
 
 __all__ = [
     "MAX_GAP_S",
@@ -54,21 +54,6 @@ def _model_start(handler: AnswerEventHandler, **ids: Any) -> None:
 
 def _retriever_start(handler: AnswerEventHandler, **ids: Any) -> None:
     handler.on_retriever_start(None, "", **ids)
-
-
-def _verdicts(recorded: Iterable[dict[str, Any]]) -> list[tuple[Claim, Verdict]]:
-    """The judge's rulings as :meth:`AnswerEventHandler.finish` was given them."""
-    return [
-        (
-            Claim(str(item["sentence"]), int(item["source_n"]), ""),
-            Verdict(
-                (int(item["quote_span"][0]), int(item["quote_span"][1])),
-                float(item["score"]),
-                bool(item["supported"]),
-            ),
-        )
-        for item in recorded
-    ]
 
 
 class _UnknownHookError(Exception):
@@ -108,12 +93,10 @@ def _replay_record(handler: AnswerEventHandler, hook: object, record: dict[str, 
     if hook == "start":
         handler.start(record["question"], record["collections"], record["options"])
     elif hook == "finish":
-        handler.finish(
-            record["state"],
-            record["text"],
-            verdicts=_verdicts(record.get("verdicts") or ()),
-            drop=bool(record.get("drop")),
-        )
+        finish = FinishRecord.read(record)
+        if finish.problems or finish.state is None:
+            raise ValueError("; ".join(finish.problems.values()))
+        handler.finish(finish.state, finish.text, verdicts=finish.verdicts, drop=finish.drop)
     elif hook == "fail":
         handler.fail(record["code"], record["message"])
     elif hook == "retriever_end":

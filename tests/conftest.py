@@ -2,8 +2,10 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Iterator
+import subprocess
+from collections.abc import Generator, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -53,6 +55,53 @@ def check_logs_replay(home: Path) -> None:
         assert not diff, f"{path} does not replay identically:\n" + "\n".join(diff[:40])
         if SUITE_LOGS:
             _keep_for_the_suite_summary(path)
+
+
+# What the `slow` marker covers (pyproject.toml): a test that starts one of these programs
+# (the installed command, a Chroma server, Redis) is a system test, left out of `make
+# test-fast`. Node, which runs the web client's and the AI SDK's own code, is not among them.
+SLOW_PROGRAMS = frozenset({"reactome-answers", "chroma", "redis-server"})
+
+
+def started_program(args: Any) -> str:
+    """The name of the program a ``subprocess.Popen(args, ...)`` starts."""
+    first = args[0] if isinstance(args, list | tuple) else str(args).split()[0]
+    return Path(os.fsdecode(first)).name
+
+
+# The test running now (its setup, call or teardown), so a server started by a fixture of
+# any scope counts against the test that made the fixture start it.
+_RUNNING: list[pytest.Item] = []
+_POPEN_INIT = subprocess.Popen.__init__
+
+
+def _refuse_servers_outside_slow_tests(
+    self: subprocess.Popen[Any], args: Any, *rest: Any, **options: Any
+) -> None:
+    item = _RUNNING[-1] if _RUNNING else None
+    program = started_program(args)
+    if item is not None and program in SLOW_PROGRAMS and not item.get_closest_marker("slow"):
+        raise AssertionError(f"{item.nodeid} starts {program}: mark it @pytest.mark.slow")
+    _POPEN_INIT(self, args, *rest, **options)
+
+
+def pytest_configure() -> None:
+    """A test not marked slow fails as soon as it (or a fixture it set up) starts a program
+    of :data:`SLOW_PROGRAMS`, so the fast tier stays what its marker says."""
+    subprocess.Popen.__init__ = _refuse_servers_outside_slow_tests  # type: ignore[method-assign]
+
+
+def pytest_unconfigure() -> None:
+    subprocess.Popen.__init__ = _POPEN_INIT  # type: ignore[method-assign]
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item) -> Generator[None, object, object]:
+    _RUNNING.append(item)
+    try:
+        return (yield)
+    finally:
+        _RUNNING.pop()
 
 
 @pytest.fixture(scope="session")

@@ -12,8 +12,21 @@ It sits between the answer (``pipelines.answering``, whose model the judge may s
 settings of) and the events (``callbacks``, which carry the verdicts); decisions 0028 and 0038.
 """
 
-from pipelines.evidence.claims import Claim, Verdict, claims_of
-from pipelines.evidence.judges import EvidenceJudge, ModelJudge, OfflineJudge, judge_key, make_judge
+from typing import TYPE_CHECKING
+
+from pipelines.core.lazy import lazy_attributes
+
+# Imported on first use: the judges bring the models, while a reader of logs wants only the
+# claims' model (the command line starts at once).
+if TYPE_CHECKING:
+    from pipelines.evidence.claims import Claim, Verdict, claims_of
+    from pipelines.evidence.judges import (
+        EvidenceJudge,
+        ModelJudge,
+        OfflineJudge,
+        judge_key,
+        make_judge,
+    )
 
 __all__ = [
     "Claim",
@@ -25,3 +38,17 @@ __all__ = [
     "judge_key",
     "make_judge",
 ]
+
+__getattr__ = lazy_attributes(
+    __name__,
+    {
+        "Claim": "pipelines.evidence.claims",
+        "EvidenceJudge": "pipelines.evidence.judges",
+        "ModelJudge": "pipelines.evidence.judges",
+        "OfflineJudge": "pipelines.evidence.judges",
+        "Verdict": "pipelines.evidence.claims",
+        "claims_of": "pipelines.evidence.claims",
+        "judge_key": "pipelines.evidence.judges",
+        "make_judge": "pipelines.evidence.judges",
+    },
+)

@@ -59,7 +59,8 @@ def _words_of(token: str) -> str:
 def without_identifiers(text: str) -> str:
     """``text`` with URLs, ids, symbols and acronyms removed, spaces collapsed: the words a
     detector should read. Linear in ``text``: every pattern here either starts with a
-    literal or matches a run once from its first character (tests/language/test_detection_and_texts.py)."""
+    literal or matches a run once from its first character
+    (tests/language/test_detection_and_texts.py)."""
     text = _URL_RE.sub(" ", text)
     text = _TOKEN_RE.sub(lambda match: _words_of(match.group(0)), text)
     return _SPACES_RE.sub(" ", text).strip()

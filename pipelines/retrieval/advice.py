@@ -22,7 +22,8 @@ can I get rid of the leg cramps from my statin" is routed there by its "how can 
 is still a request for advice.
 
 No shipped example and no question in the tests scores within :data:`MARGIN` of its
-threshold (tests/retrieval/test_advice_gate.py), so another CPU's rounding cannot flip their decisions.
+threshold (tests/retrieval/test_advice_gate.py), so another CPU's rounding cannot flip their
+decisions.
 
 A question in another language is judged by a second gate when the pipeline has a
 multilingual model (decision 0037): the same features over that model's vectors, fitted on
@@ -75,11 +76,11 @@ THRESHOLD = 1.0
 # ones above 3.
 WEBSITE_THRESHOLD = 2.0
 # No shipped example and no test question may score closer than this to its threshold
-# (tests/retrieval/test_advice_gate.py). With onnxruntime's graph optimizations off (plain kernels for fused
-# ones, as another CPU's instruction set swaps kernels) a score moved by at most 0.2, with the
-# examples embedded and the gate refitted the same way; with the unquantized model instead of
-# the int8 one, a far larger change of the vectors, by at most 0.44; with 2 threads instead of
-# 1, not at all (``python -m tests.benchmarks.advice_gate --spread``). 0.5 is above both.
+# (tests/retrieval/test_advice_gate.py). With onnxruntime's graph optimizations off (plain kernels
+# for fused ones, as another CPU's instruction set swaps kernels) a score moved by at most 0.2, with
+# the examples embedded and the gate refitted the same way; with the unquantized model instead of
+# the int8 one, a far larger change of the vectors, by at most 0.44; with 2 threads instead of 1,
+# not at all (``python -m tests.benchmarks.advice_gate --spread``). 0.5 is above both.
 MARGIN = 0.5
 # Weight of the lexical cues next to the 384 embedding dimensions, and the L2 penalty; chosen
 # by leave-one-out on the examples (0.3 and 0.03 gave the widest gap between the classes).

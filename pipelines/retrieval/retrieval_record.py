@@ -29,10 +29,18 @@ cited), ``n`` None; ``runner_up`` a shown source's second chunk, whose text join
 ``below_threshold``, ``collection_cut`` and ``over_cap`` as
 :func:`pipelines.retrieval.ranking.rank_with_outcomes` says. Every chunk of a dropped entity
 carries the entity's reason.
+
+:class:`RetrievalRecord` is that shape typed: :func:`retrieval_record` builds one, its
+:meth:`~RetrievalRecord.record` is what the log holds, and :meth:`~RetrievalRecord.read` is
+the one reader (``callbacks.log_records.read_retrieval_record``), with the log header's
+tolerance rule (``callbacks.log_header``): a missing field takes its default, and a field
+holding what this program never writes is read as missing and named in ``problems``, so a log
+altered by hand still shows what it can.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
@@ -40,7 +48,16 @@ from typing import Any, Literal, get_args
 from pipelines.core.redaction import redact_secrets
 from pipelines.retrieval.ranking import ChunkOutcome, ScoredChunk, SourceEntry
 
-__all__ = ["OUTCOMES", "RECORD_BOUND", "Outcome", "QueryLists", "retrieval_record"]
+__all__ = [
+    "OUTCOMES",
+    "RECORD_BOUND",
+    "Candidate",
+    "CandidateRanks",
+    "Outcome",
+    "QueryLists",
+    "RetrievalRecord",
+    "retrieval_record",
+]
 
 # Half the default pool: enough to see what just missed the cut (k is 10, each source up to
 # two chunks); the record is then about 20 KB, a third of a typical log.
@@ -60,6 +77,192 @@ OUTCOMES: tuple[Outcome, ...] = get_args(Outcome)
 _GIVEN = frozenset({"kept", "context", "runner_up"})
 
 Key = tuple[str, str]  # (collection, chunk id)
+
+
+@dataclass(frozen=True)
+class CandidateRanks:
+    """A candidate's 1-based ranks for one query; None where that search did not find it."""
+
+    dense: int | None = None
+    keyword: int | None = None
+    multilingual: int | None = None  # only when the multilingual model searched
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One chunk the search considered, and what became of it."""
+
+    collection: str = ""
+    chunk_id: str = ""
+    st_id: str | None = None
+    url: str | None = None
+    title: str = ""
+    ranks: tuple[CandidateRanks, ...] = ()  # per query, in the record's order
+    fused: float | None = None
+    similarity: float | None = None
+    keyword_evidence: float | None = None
+    score: float | None = None
+    outcome: Outcome | None = None  # None: a log altered by hand named none we know
+    n: int | None = None
+
+    def record(self, multilingual: bool) -> dict[str, Any]:
+        ranks: list[dict[str, int | None]] = []
+        for rank in self.ranks:
+            written: dict[str, int | None] = {"dense": rank.dense, "keyword": rank.keyword}
+            if multilingual:  # only when the multilingual model searched: English as before
+                written["multilingual"] = rank.multilingual
+            ranks.append(written)
+        return {
+            "collection": self.collection,
+            "st_id": self.st_id,
+            "url": self.url,
+            "title": self.title,
+            "chunk_id": self.chunk_id,
+            "ranks": ranks,
+            "fused": self.fused,
+            "similarity": self.similarity,
+            "keyword_evidence": self.keyword_evidence,
+            "score": self.score,
+            "outcome": self.outcome,
+            "n": self.n,
+        }
+
+
+@dataclass(frozen=True)
+class RetrievalRecord:
+    """The record of one search (the module's docstring gives its shape)."""
+
+    queries: tuple[str, ...] = ()
+    collections: tuple[str, ...] = ()
+    bound: int | None = None
+    considered: int | None = None
+    ranked: int | None = None  # "read" in the log: read in full and ranked
+    candidates: tuple[Candidate, ...] = ()
+    multilingual: bool = False  # the ranks hold the multilingual model's too
+    # Each field read as missing because it held what we never write: why, in words.
+    problems: Mapping[str, str] = field(default_factory=dict)
+
+    def record(self) -> dict[str, Any]:
+        """The record as the log holds it (the data of the custom event)."""
+        return {
+            "queries": list(self.queries),
+            "collections": list(self.collections),
+            "bound": self.bound,
+            "considered": self.considered,
+            "read": self.ranked,
+            "candidates": [c.record(self.multilingual) for c in self.candidates],
+        }
+
+    @classmethod
+    def read(cls, data: Mapping[str, Any]) -> RetrievalRecord:
+        """The record in ``data`` (a log's custom event data), by the module's rule."""
+        problems: dict[str, str] = {}
+        rows = data.get("candidates", [])
+        if not isinstance(rows, list):
+            _problem(problems, "", "candidates", "are not a list")
+            rows = []
+        candidates = tuple(
+            _read_candidate(row, f"candidate {number}", problems)
+            for number, row in enumerate(rows, start=1)
+        )
+        multilingual = any(
+            isinstance(row, Mapping)
+            and isinstance(row.get("ranks"), list)
+            and any(isinstance(rank, Mapping) and "multilingual" in rank for rank in row["ranks"])
+            for row in rows
+        )
+        return cls(
+            queries=_texts(data, "queries", problems),
+            collections=_texts(data, "collections", problems),
+            bound=_count(data, "bound", "", problems),
+            considered=_count(data, "considered", "", problems),
+            ranked=_count(data, "read", "", problems),
+            candidates=candidates,
+            multilingual=multilingual,
+            problems=problems,
+        )
+
+
+def _problem(problems: dict[str, str], where: str, key: str, why: str) -> None:
+    """Name the field (``candidate 3.fused``) and say, in words, why it was read as missing."""
+    name = f"{where}.{key}" if where else key
+    problems[name] = f"{where + chr(39) + 's' if where else 'its'} {key} {why}"
+
+
+def _count(data: Mapping[str, Any], key: str, where: str, problems: dict[str, str]) -> int | None:
+    value = data.get(key)
+    if value is None or (isinstance(value, int) and not isinstance(value, bool)):
+        return value
+    _problem(problems, where, key, "is not a whole number")
+    return None
+
+
+def _number(
+    data: Mapping[str, Any], key: str, where: str, problems: dict[str, str]
+) -> float | None:
+    value = data.get(key)
+    if value is None:
+        return None
+    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value)
+    _problem(problems, where, key, "is not a finite number")
+    return None
+
+
+def _text(data: Mapping[str, Any], key: str, where: str, problems: dict[str, str]) -> str | None:
+    value = data.get(key)
+    if value is None or isinstance(value, str):
+        return value
+    _problem(problems, where, key, "is not text")
+    return None
+
+
+def _texts(data: Mapping[str, Any], key: str, problems: dict[str, str]) -> tuple[str, ...]:
+    value = data.get(key, [])
+    if isinstance(value, list) and all(isinstance(item, str) for item in value):
+        return tuple(value)
+    _problem(problems, "", key, "are not a list of text")
+    return ()
+
+
+def _read_ranks(value: object, where: str, problems: dict[str, str]) -> tuple[CandidateRanks, ...]:
+    if not isinstance(value, list):
+        _problem(problems, where, "ranks", "are not a list")
+        return ()
+    ranks = []
+    for number, rank in enumerate(value, start=1):
+        if not isinstance(rank, Mapping):
+            _problem(problems, where, f"rank {number}", "is not an object")
+            rank = {}
+        ranks.append(CandidateRanks(*(_count(rank, name, where, problems) for name in _RANK_NAMES)))
+    return tuple(ranks)
+
+
+_RANK_NAMES = ("dense", "keyword", "multilingual")
+
+
+def _read_candidate(row: object, where: str, problems: dict[str, str]) -> Candidate:
+    if not isinstance(row, Mapping):
+        problems[where] = f"{where} is not an object"
+        return Candidate()
+    outcome = row.get("outcome")
+    if outcome is not None and outcome not in OUTCOMES:
+        _problem(problems, where, "outcome", "is none this program writes")
+        outcome = None
+    return Candidate(
+        collection=_text(row, "collection", where, problems) or "",
+        chunk_id=_text(row, "chunk_id", where, problems) or "",
+        st_id=_text(row, "st_id", where, problems),
+        url=_text(row, "url", where, problems),
+        title=_text(row, "title", where, problems) or "",
+        ranks=_read_ranks(row.get("ranks", []), where, problems),
+        fused=_number(row, "fused", where, problems),
+        similarity=_number(row, "similarity", where, problems),
+        keyword_evidence=_number(row, "keyword_evidence", where, problems),
+        score=_number(row, "score", where, problems),
+        outcome=outcome,
+        n=_count(row, "n", where, problems),
+    )
 
 
 @dataclass(frozen=True)
@@ -95,7 +298,7 @@ def retrieval_record(
     entries: Sequence[SourceEntry],
     numbers: Sequence[int | None],
     bound: int = RECORD_BOUND,
-) -> dict[str, Any]:
+) -> RetrievalRecord:
     """The record of one search. ``pool``: the chunks read and ranked, best fused first;
     ``metadata``: each one's; ``outcomes``: :func:`rank_with_outcomes`' for them; ``entries``
     the sources it returned, in order, with ``numbers`` the ``n`` each was given (None:
@@ -135,43 +338,40 @@ def retrieval_record(
         key = (c.collection, c.chunk_id)
         meta = metadata.get(key, {})
         st_id, url = meta.get("st_id"), meta.get("url")
-        title = str(meta.get("display_name") or meta.get("title") or "").strip()
-        ranks: list[dict[str, int | None]] = [
-            {
-                "dense": _at(dense.get(c.collection, []), number, c.chunk_id),
-                "keyword": _at(keyword.get(c.collection, []), number, c.chunk_id),
-            }
-            for number in range(len(queries))
-        ]
-        if second:  # only when the multilingual model searched: English records as before
-            for number, rank in enumerate(ranks):
-                rank["multilingual"] = _at(second.get(c.collection, []), number, c.chunk_id)
         candidates.append(
-            {
-                "collection": c.collection,
-                "st_id": st_id if isinstance(st_id, str) and st_id else None,
-                "url": url if isinstance(url, str) and url else None,
-                "title": title,
-                "chunk_id": c.chunk_id,
-                "ranks": ranks,
-                "fused": _round(c.fused),
-                "similarity": _round(c.similarity),
-                "keyword_evidence": _round(c.score - c.similarity),
-                "score": _round(c.score),
-                "outcome": outcome(key),
-                "n": numbered.get(key),
-            }
+            Candidate(
+                collection=c.collection,
+                chunk_id=c.chunk_id,
+                st_id=st_id if isinstance(st_id, str) and st_id else None,
+                url=url if isinstance(url, str) and url else None,
+                title=str(meta.get("display_name") or meta.get("title") or "").strip(),
+                ranks=tuple(
+                    CandidateRanks(
+                        dense=_at(dense.get(c.collection, []), number, c.chunk_id),
+                        keyword=_at(keyword.get(c.collection, []), number, c.chunk_id),
+                        multilingual=_at(second.get(c.collection, []), number, c.chunk_id),
+                    )
+                    for number in range(len(queries))
+                ),
+                fused=_round(c.fused),
+                similarity=_round(c.similarity),
+                keyword_evidence=_round(c.score - c.similarity),
+                score=_round(c.score),
+                outcome=outcome(key),
+                n=numbered.get(key),
+            )
         )
-    return {
+    return RetrievalRecord(
         # Redacted as the expansion record's: a credential pasted into the question is
         # searched for, but must not reach the disk.
-        "queries": [redact_secrets(query) for query in queries],
-        "collections": list(collections),
-        "bound": bound,
-        "considered": considered,
-        "read": len(pool),
-        "candidates": candidates,
-    }
+        queries=tuple(redact_secrets(query) for query in queries),
+        collections=tuple(collections),
+        bound=bound,
+        considered=considered,
+        ranked=len(pool),
+        candidates=tuple(candidates),
+        multilingual=bool(second),
+    )
 
 
 def _at(per_query: Sequence[Mapping[str, int]], number: int, chunk_id: str) -> int | None:

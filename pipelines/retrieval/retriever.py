@@ -88,7 +88,12 @@ from pipelines.retrieval.ranking import (
     rank_with_outcomes,
     reciprocal_rank_fusion,
 )
-from pipelines.retrieval.retrieval_record import RECORD_BOUND, QueryLists, retrieval_record
+from pipelines.retrieval.retrieval_record import (
+    RECORD_BOUND,
+    QueryLists,
+    RetrievalRecord,
+    retrieval_record,
+)
 
 __all__ = [
     "EXPANSION",
@@ -359,7 +364,7 @@ class ReactomeRetriever(BaseRetriever):
         versions: Mapping[str, str] | None = None,
         cite_urls: bool | None = None,
         record: bool = True,
-    ) -> tuple[list[Document], dict[str, Any] | None]:
+    ) -> tuple[list[Document], RetrievalRecord | None]:
         """:meth:`search`, and its retrieval record (``retrieval_record``; None when
         ``record`` or :attr:`record_candidates` is off). The record numbers the sources as
         the handler will, with ``pipelines.citations.number_sources`` and ``cite_urls``
@@ -376,7 +381,7 @@ class ReactomeRetriever(BaseRetriever):
         question: str | None,
         versions: Mapping[str, str] | None,
         record_cite_urls: bool | None,
-    ) -> tuple[list[Document], dict[str, Any] | None]:
+    ) -> tuple[list[Document], RetrievalRecord | None]:
         expansion, pending = self._across_languages(expansion, question)
         vectors = np.asarray(self.embeddings.embed_documents(expansion.queries), dtype=np.float32)
         # Before the gate, which judges such a question by the same vector (the model keeps
@@ -421,7 +426,7 @@ class ReactomeRetriever(BaseRetriever):
         pinned: Mapping[str, str],
         record_cite_urls: bool | None = None,
         second: _SecondSearch | None = None,
-    ) -> tuple[list[Document], dict[str, Any] | None]:
+    ) -> tuple[list[Document], RetrievalRecord | None]:
         """The documents, and the retrieval record numbered with ``record_cite_urls`` (no
         record when None); ``second``: the multilingual search, if any."""
         question_vector = vectors[0]
@@ -640,7 +645,7 @@ class ReactomeRetriever(BaseRetriever):
         )
         if record is not None:  # before returning: the log holds it before the citations
             run_manager.get_child().on_custom_event(
-                RETRIEVAL_RECORD, record, run_id=run_manager.run_id
+                RETRIEVAL_RECORD, record.record(), run_id=run_manager.run_id
             )
         return documents
 
@@ -688,6 +693,6 @@ class ReactomeRetriever(BaseRetriever):
         )
         if record is not None:  # before returning: the log holds it before the citations
             await run_manager.get_child().on_custom_event(
-                RETRIEVAL_RECORD, record, run_id=run_manager.run_id
+                RETRIEVAL_RECORD, record.record(), run_id=run_manager.run_id
             )
         return documents

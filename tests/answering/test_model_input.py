@@ -104,6 +104,7 @@ def test_a_pasted_credential_is_redacted_in_the_logged_messages(tmp_path: Path) 
     assert "Why does ABCA1 matter?" in messages[-1]["content"]
 
 
+@pytest.mark.slow  # the installed command
 def test_replay_model_input_prints_both_through_the_cli(tmp_path: Path) -> None:
     pipeline, _, _ = make_pipeline([ABCA1, CDK5], "CDK5 [2] and ABCA1 [1].", home=tmp_path)
     done = list(pipeline.stream("Compare CDK5 and ABCA1"))[-1]
@@ -116,6 +117,7 @@ def test_replay_model_input_prints_both_through_the_cli(tmp_path: Path) -> None:
     assert raw_part.strip() == "CDK5 [2] and ABCA1 [1]."
 
 
+@pytest.mark.slow  # the installed command
 def test_replay_model_input_of_an_answer_that_never_asked_the_model(tmp_path: Path) -> None:
     pipeline, _, _ = make_pipeline([], "unused", home=tmp_path)
     done = list(pipeline.stream("Anything about zebrafish fins?"))[-1]

@@ -370,6 +370,7 @@ def test_collections_json_reads_the_home_given_anywhere(
 # --- the installed console script, as a user runs it ----------------------------------------
 
 
+@pytest.mark.slow  # the installed command
 @pytest.mark.parametrize(
     "where",
     [

@@ -231,6 +231,7 @@ def test_a_bad_server_setting_names_its_variable(monkeypatch: pytest.MonkeyPatch
             load()
 
 
+@pytest.mark.slow  # the installed command
 def test_every_command_reports_a_bad_server_setting_and_config_shows_them(
     isolated_home: Path,
 ) -> None:

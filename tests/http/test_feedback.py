@@ -82,6 +82,7 @@ def feedback_counts(base: str, **headers: str) -> dict[str, float]:
 # --- the endpoint ---------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # the installed command
 def test_feedback_is_stored_beside_the_log_and_a_later_rating_replaces_it(
     isolated_home: Path,
 ) -> None:
@@ -235,6 +236,7 @@ def record(home: Path, *ratings: str | None) -> list[Path]:
     return logs
 
 
+@pytest.mark.slow  # the installed command
 def test_logs_list_selects_by_feedback_and_stats_count_it(isolated_home: Path) -> None:
     record(isolated_home, "down", None, "up", "down")
 
@@ -318,6 +320,7 @@ def test_a_damaged_sidecar_reads_as_no_feedback(tmp_path: Path) -> None:
     assert read_feedback(log) == {"request_id": "", "rating": "down", "comment": None, "at": ""}
 
 
+@pytest.mark.slow  # the installed command
 def test_a_fifo_named_as_a_sidecar_is_not_waited_on(isolated_home: Path) -> None:
     # On a shared folder any host that can write there could leave one; a reader that opened
     # it would wait for a writer for ever, and `logs list` and the log page with it.

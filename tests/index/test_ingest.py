@@ -18,6 +18,10 @@ from pipelines.index import store
 from pipelines.index.ingest import CollectionSummary, ingest, locate_files
 from pipelines.index.keyword_index import KeywordIndex
 
+# Each test ingests the whole sample into a real Chroma folder with the real models (6 to 7 s
+# each on 2 cores): a system test, as the marker says.
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture
 def settings() -> Settings:

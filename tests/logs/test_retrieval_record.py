@@ -20,7 +20,7 @@ from langchain_core.embeddings import Embeddings
 
 from callbacks.events import CitationEvent
 from callbacks.log import LogContents, read_log
-from callbacks.log_records import read_retrieval_record, searched_queries
+from callbacks.log_records import custom_data, read_retrieval_record, searched_queries
 from pipelines.core.options import RequestOptions
 from pipelines.core.settings import load_settings
 from pipelines.core.tags import RETRIEVAL_RECORD
@@ -51,8 +51,12 @@ def answer(
 
 def checked_record(path: Path, contents: LogContents) -> dict[str, Any]:
     """The log's record, checked against its citation events and its own rules."""
-    record = read_retrieval_record(contents)
-    assert record is not None, f"{path} has no retrieval record"
+    typed = read_retrieval_record(contents)
+    assert typed is not None, f"{path} has no retrieval record"
+    assert not typed.problems
+    record = typed.record()
+    # The one reader reads back exactly what the retriever wrote.
+    assert record == custom_data(contents, RETRIEVAL_RECORD)
     candidates = record["candidates"]
     citations = [e.data for e in contents.events if isinstance(e, CitationEvent)]
     kept = sorted((c for c in candidates if c["outcome"] == "kept"), key=lambda c: c["n"])

@@ -31,6 +31,7 @@ from tests.support.servers import Served, serve_command
 KEEP = 5
 
 
+@pytest.mark.slow  # the installed command
 def test_the_logs_folder_is_a_setting(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     home = tmp_path / "home"
     assert load_settings(home=home).logs_dir == home / "logs"

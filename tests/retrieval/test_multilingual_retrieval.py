@@ -90,7 +90,7 @@ def _record(retriever: ReactomeRetriever, question: str) -> dict[str, Any]:
         found, found.collections, 10, question=question, cite_urls=False
     )
     assert kept is not None
-    return kept
+    return kept.record()
 
 
 def _queries(retriever: ReactomeRetriever, question: str) -> list[str]:

@@ -10,11 +10,11 @@ prints what can be read of it rather than failing.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 from callbacks.log import LogContents
-from callbacks.log_records import mapping, read_retrieval_record
+from callbacks.log_records import read_retrieval_record
+from pipelines.retrieval.retrieval_record import Candidate, CandidateRanks, RetrievalRecord
 
 __all__ = ["TITLE_WIDTH", "candidates_table", "candidates_text"]
 
@@ -36,32 +36,27 @@ def _cut(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def _number(value: object) -> str:
-    return f"{value:.4f}" if isinstance(value, int | float) and not isinstance(value, bool) else "?"
+def _number(value: float | None) -> str:
+    return "?" if value is None else f"{value:.4f}"
 
 
-def _rank(value: object) -> str:
-    return str(value) if isinstance(value, int) and not isinstance(value, bool) else "-"
+def _rank(value: int | None) -> str:
+    return "-" if value is None else str(value)
 
 
-def _list(value: object) -> list[Any]:
-    return value if isinstance(value, list) else []
-
-
-def _row(candidate: Mapping[str, Any], queries: int) -> list[str]:
-    n = candidate.get("n")
-    ranks = [mapping(rank) for rank in _list(candidate.get("ranks"))]
-    ranks += [{}] * (queries - len(ranks))
+def _row(candidate: Candidate, queries: int) -> list[str]:
+    n = candidate.n
+    ranks = [*candidate.ranks, *[CandidateRanks()] * (queries - len(candidate.ranks))]
     return [
-        f"[{n}]" if isinstance(n, int) and not isinstance(n, bool) else "",
-        str(candidate.get("outcome") or "?"),
-        str(candidate.get("collection") or "?"),
-        str(candidate.get("st_id") or candidate.get("url") or candidate.get("chunk_id") or "?"),
-        _cut(str(candidate.get("title") or ""), TITLE_WIDTH),
-        _number(candidate.get("fused")),
-        _number(candidate.get("similarity")),
-        _number(candidate.get("score")),
-        *(f"{_rank(rank.get('dense'))}/{_rank(rank.get('keyword'))}" for rank in ranks),
+        "" if n is None else f"[{n}]",
+        candidate.outcome or "?",
+        candidate.collection or "?",
+        candidate.st_id or candidate.url or candidate.chunk_id or "?",
+        _cut(candidate.title, TITLE_WIDTH),
+        _number(candidate.fused),
+        _number(candidate.similarity),
+        _number(candidate.score),
+        *(f"{_rank(rank.dense)}/{_rank(rank.keyword)}" for rank in ranks),
     ]
 
 
@@ -76,23 +71,26 @@ def _aligned(rows: Sequence[Sequence[str]], right: set[int]) -> list[str]:
     ]
 
 
-def candidates_table(record: Mapping[str, Any]) -> str:
+def _known(value: int | None) -> str:
+    return "?" if value is None else str(value)
+
+
+def candidates_table(record: RetrievalRecord) -> str:
     """The record as text: what was searched, how many candidates, then the table."""
-    queries = [str(query) for query in _list(record.get("queries"))]
-    collections = ", ".join(str(name) for name in _list(record.get("collections")))
-    candidates = [mapping(candidate) for candidate in _list(record.get("candidates"))]
+    queries = record.queries
+    candidates = record.candidates
     lines = [f"searched for (q{number}) {query}" for number, query in enumerate(queries, start=1)]
     lines.append(
-        f"in {collections or '?'}: {record.get('considered', '?')} candidates found, "
-        f"{record.get('read', '?')} read in full and ranked, {len(candidates)} shown "
-        f"(the {record.get('bound', '?')} best fused, and every one given to the model)"
+        f"in {', '.join(record.collections) or '?'}: {_known(record.considered)} candidates "
+        f"found, {_known(record.ranked)} read in full and ranked, {len(candidates)} shown "
+        f"(the {_known(record.bound)} best fused, and every one given to the model)"
     )
-    width = max([len(queries), *(len(_list(c.get("ranks"))) for c in candidates)])
+    width = max([len(queries), *(len(c.ranks) for c in candidates)])
     header = ["n", "outcome", "collection", "id", "title", "fused", "similarity", "score"]
     header += [f"q{number} d/k" for number in range(1, width + 1)]
     rows = [header, *(_row(candidate, width) for candidate in candidates)]
     lines += _aligned(rows, right={0, 5, 6, 7})
-    kept = sum(1 for c in candidates if c.get("outcome") == "kept")
+    kept = sum(1 for c in candidates if c.outcome == "kept")
     lines.append(
         f"{kept} kept (the citations, by n); d/k: the dense and keyword rank in its "
         "collection for each query, - where that search did not find it"

@@ -29,6 +29,8 @@ from pipelines.core.settings import Settings, load_settings
 from pipelines.pipeline import AnswerPipeline
 from tests.support.servers import RedisServer, free_port, redis_server, serve
 
+pytestmark = pytest.mark.slow  # a real redis-server for almost every test
+
 
 @pytest.fixture(scope="module")
 def redis() -> Iterator[RedisServer]:
