@@ -29,6 +29,7 @@ from typing import Any, Literal, get_args
 
 from callbacks._files import read_regular_file
 from pipelines.core.errors import EventLogError, InputError
+from pipelines.core.json_text import UnreadableJSONError, parse_json
 from pipelines.core.redaction import redact_secrets
 from pipelines.core.text import without_surrogates
 
@@ -72,8 +73,8 @@ def read_feedback(log_path: Path) -> dict[str, Any] | None:
     except EventLogError:
         return None
     try:
-        record = json.loads(raw.decode("utf-8", "replace"))
-    except (ValueError, RecursionError):
+        record = parse_json(raw.decode("utf-8", "replace"))
+    except UnreadableJSONError:
         return None
     if not isinstance(record, dict) or record.get("rating") not in RATINGS:
         return None

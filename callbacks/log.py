@@ -39,9 +39,11 @@ from callbacks.events import DoneEvent, Event, parse_event, to_jsonl
 from callbacks.feedback import FEEDBACK_SUFFIX, feedback_path
 from callbacks.log_header import LogHeader
 from pipelines.core.errors import EventLogError
+from pipelines.core.json_text import UnreadableJSONError, parse_json
 from pipelines.core.redaction import redact_secrets
 from pipelines.core.settings import Settings
 from pipelines.core.text import without_surrogates
+from pipelines.core.validation import validation_line
 
 __all__ = [
     "LOG_SCHEMA_VERSION",
@@ -356,26 +358,20 @@ def _parse_record(line: str, where: str) -> Any:
     """One line's JSON, every string in it well-formed; an :class:`EventLogError` naming
     ``where`` when it is no JSON we can read."""
     try:
-        record = _DECODER.decode(line)
-        if _SURROGATE_ESCAPE.search(line):  # an older version wrote lone surrogates escaped
-            record = json.loads(without_surrogates(json.dumps(record, ensure_ascii=False)))
-    except RecursionError:
-        raise EventLogError(f"{where} is not JSON (nested too deeply)",
-                            fix="the log was altered or is corrupt here") from None  # fmt: skip
-    except ValueError as error:  # JSONDecodeError, or an integer of over 4,300 digits
-        reason = error.msg if isinstance(error, json.JSONDecodeError) else "a number too long"
-        raise EventLogError(f"{where} is not JSON ({reason})",
-                            fix="the log is corrupt or truncated here") from None  # fmt: skip
+        record = parse_json(line, _DECODER)
+    except UnreadableJSONError as error:
+        fix = "the log was altered or is corrupt here" if error.kind == "nesting" else (
+            "the log is corrupt or truncated here")  # fmt: skip
+        raise EventLogError(f"{where} is not JSON ({error.reason})", fix=fix) from None
+    if _SURROGATE_ESCAPE.search(line):  # an older version wrote lone surrogates escaped
+        record = json.loads(without_surrogates(json.dumps(record, ensure_ascii=False)))
     return record
 
 
 def _one_line(error: Exception) -> str:
     """What is wrong with an event, in one line (pydantic's own message takes several)."""
     if isinstance(error, ValidationError):
-        return "; ".join(
-            f"{'.'.join(map(str, problem['loc'])) or 'event'}: {problem['msg']}"
-            for problem in error.errors()[:3]
-        )
+        return validation_line(error, first=3, nothing="event")
     return str(error)
 
 

@@ -21,6 +21,7 @@ from callbacks.finish_record import FinishRecord
 from callbacks.handler import AnswerEventHandler
 from callbacks.log import LogContents
 from pipelines.core.errors import EventLogError
+from pipelines.core.validation import validation_line
 
 __all__ = [
     "MAX_GAP_S",
@@ -74,10 +75,7 @@ def _reason(error: Exception) -> str:
     if isinstance(error, KeyError):
         return f"it has no {_shown(repr(error.args[0]) if error.args else 'field')}"
     if isinstance(error, ValidationError):
-        return "; ".join(
-            f"{'.'.join(map(str, problem['loc'])) or 'value'}: {problem['msg']}"
-            for problem in error.errors()[:3]
-        )
+        return validation_line(error, first=3)
     return _shown(str(error) or type(error).__name__, 300)
 
 

@@ -22,6 +22,7 @@ from starlette.types import Scope
 from app.http.protocols.mcp_wire import MCP_PATH, mcp_refusal
 from pipelines.core.errors import ErrorCode, ReactomeAnswersError
 from pipelines.core.redaction import redact_secrets
+from pipelines.core.validation import validation_line
 
 __all__ = [
     "HTTP_STATUS",
@@ -118,19 +119,15 @@ def refusal(
     return error_response(status, code, message, headers)
 
 
-def _validation_message(error: RequestValidationError) -> str:
-    parts = []
-    for problem in error.errors():
-        where = ".".join(str(part) for part in problem.get("loc", ()) if part != "body")
-        message = str(problem.get("msg", "invalid")).removeprefix("Value error, ")
-        parts.append(f"{where or 'body'}: {message}")
-    return "; ".join(parts)
-
-
 def add_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, error: RequestValidationError) -> JSONResponse:
-        return refusal(request.scope, 422, "bad_input", _validation_message(error))
+        return refusal(
+            request.scope,
+            422,
+            "bad_input",
+            validation_line(error, nothing="body", skip=("body",)),
+        )
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, error: StarletteHTTPException) -> JSONResponse:

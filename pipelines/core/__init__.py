@@ -1,5 +1,7 @@
 """The basics every subsystem stands on: errors, settings, redaction, identifiers, the
-question normalizer, token counting, the run tags and the OpenAI-compatible key.
+question normalizer, token counting, the run tags and the OpenAI-compatible key; and the small
+rules each kept in one home: lone surrogates (``text``), JSON from outside (``json_text``),
+a validation error in one line (``validation``).
 
 Nothing here imports another subsystem but `pipelines.language` (a request's language is
 checked where its options are).
@@ -29,6 +31,7 @@ from pipelines.core.identifiers import (
     st_id_problem,
     url_problem,
 )
+from pipelines.core.json_text import UnreadableJSONError, parse_json
 from pipelines.core.lazy import lazy_attributes
 from pipelines.core.normalize import normalize_question
 from pipelines.core.openai_key import KEYLESS, openai_api_key
@@ -44,6 +47,7 @@ from pipelines.core.tags import (
 )
 from pipelines.core.text import without_surrogates
 from pipelines.core.tokens import ENCODING_NAME, count_tokens
+from pipelines.core.validation import validation_line, validation_problems
 
 if TYPE_CHECKING:
     from pipelines.core.composed_chat import ComposedChatModel
@@ -74,6 +78,7 @@ __all__ = [
     "ReactomeAnswersError",
     "Settings",
     "StoreUnavailableError",
+    "UnreadableJSONError",
     "count_tokens",
     "default_home",
     "env_var_for",
@@ -81,10 +86,13 @@ __all__ = [
     "normalize_question",
     "one_line",
     "openai_api_key",
+    "parse_json",
     "redact_also",
     "redact_secrets",
     "st_id_problem",
     "url_problem",
+    "validation_line",
+    "validation_problems",
     "warn_not_done",
     "without_surrogates",
 ]

@@ -2,7 +2,9 @@
 
 The entry points (the pipeline's four methods, its Runnable, the HTTP request models) build a
 :class:`RequestOptions`; the chain hands it to the retriever unchanged, so an option is
-spelled, typed and defaulted in one place from the caller down to the search.
+spelled, typed and defaulted in one place from the caller down to the search. The four
+methods take the options as keywords typed by :class:`AskOptions` (PEP 692), which names the
+same fields for type checkers; a test keeps the two alike (decision 0040).
 """
 
 from __future__ import annotations
@@ -10,12 +12,12 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 from pipelines.core.errors import InputError
 from pipelines.language import SUPPORTED_LANGUAGES, normalize_language
 
-__all__ = ["History", "RequestOptions", "checked_language"]
+__all__ = ["AskOptions", "History", "RequestOptions", "asked_options", "checked_language"]
 
 History = Sequence[tuple[str, str]]
 
@@ -83,3 +85,25 @@ def _turn(turn: Any) -> tuple[str, str]:
         return str(turn.get("role")), str(turn.get("content"))
     role, content = turn
     return str(role), str(content)
+
+
+class AskOptions(TypedDict, total=False):
+    """:class:`RequestOptions` as a caller of ``stream``, ``invoke``, ``astream`` and
+    ``ainvoke`` spells them (``**options: Unpack[AskOptions]``): every field but ``versions``,
+    which only the pipeline sets. What each means is :class:`RequestOptions`' docstring."""
+
+    history: History
+    collections: Sequence[str] | None
+    cite_urls: bool | None
+    live_citations: bool
+    language: str | None
+
+
+def asked_options(options: AskOptions) -> RequestOptions:
+    """The :class:`RequestOptions` of a method's keyword options; a keyword it does not take
+    is a ``TypeError`` at the call, as a misspelt keyword of a written-out signature was."""
+    unknown = sorted(set(options) - set(AskOptions.__annotations__))
+    if unknown:
+        raise TypeError(f"got an unexpected keyword argument {unknown[0]!r}")
+    given: dict[str, Any] = dict(options)  # sequences: RequestOptions makes them tuples
+    return RequestOptions(**given)

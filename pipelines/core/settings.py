@@ -23,6 +23,7 @@ from pydantic import AliasChoices, Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from pipelines.core.errors import ConfigurationError
+from pipelines.core.validation import validation_problems
 
 __all__ = [
     "ENV_PREFIX",
@@ -289,14 +290,13 @@ def load_config(kind: type[_Config], **overrides: Any) -> _Config:
     try:
         return kind(**given)
     except ValidationError as error:
-        first = error.errors()[0]
-        field = str(first["loc"][0]) if first["loc"] else ""
+        location, reason = validation_problems(error)[0]
+        field = location[0] if location else ""
         field = next(
             (name for name in kind.model_fields if env_var_for(name, kind) == field), field
         )
         source = "option" if field in given else "environment variable"
         where = f"--{field.replace('_', '-')}" if field in given else _variable_set_for(field, kind)
-        reason = str(first["msg"]).removeprefix("Value error, ")
         raise ConfigurationError(
             f"{source} {where} has an unusable value: {reason}",
             fix=f"set {where} to a valid value or unset it to use the default",

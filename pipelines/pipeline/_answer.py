@@ -7,9 +7,9 @@ operator (``/healthz``, housekeeping) is :class:`~pipelines.pipeline._operator.P
 from __future__ import annotations
 
 import weakref
-from collections.abc import AsyncGenerator, Iterator, Sequence
+from collections.abc import AsyncGenerator, Coroutine, Iterator, Sequence
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Unpack
 
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.documents import Document
@@ -20,7 +20,7 @@ from langchain_core.runnables import Runnable
 from callbacks.events import DoneEvent, Event
 from pipelines.catalog.catalog import catalog_for, load_catalog
 from pipelines.core.normalize import normalize_question
-from pipelines.core.options import History, RequestOptions
+from pipelines.core.options import AskOptions, History, RequestOptions, asked_options
 from pipelines.core.settings import Settings, load_settings
 from pipelines.evidence.judges import EvidenceJudge
 
@@ -252,82 +252,35 @@ class AnswerPipeline:
         return AnswerRun(self, question, options, request_id).events()
 
     def astream(
-        self,
-        question: str,
-        *,
-        history: History = (),
-        collections: Sequence[str] | None = None,
-        cite_urls: bool | None = None,
-        live_citations: bool = False,
-        language: str | None = None,
-        request_id: str | None = None,
+        self, question: str, *, request_id: str | None = None, **options: Unpack[AskOptions]
     ) -> AsyncGenerator[Event, None]:
         """Yield the request's events: ``start``, ``citation``..., ``token``..., ``done``.
 
-        ``live_citations``: the tokens carry their final markers, and a ``reference`` event
-        comes right before the token that first cites each source (docs/contract.md).
-        ``language``: the asker's language (a BCP 47 tag; None: detected from the question)."""
-        options = RequestOptions(
-            history=tuple(history),
-            collections=None if collections is None else tuple(collections),
-            cite_urls=cite_urls,
-            live_citations=live_citations,
-            language=language,
-        )
-        return self.events(question, options, request_id=request_id)
+        The options are :class:`~pipelines.core.options.RequestOptions`' (``history``,
+        ``collections``, ``cite_urls``, ``live_citations``, ``language``): with
+        ``live_citations`` the tokens carry their final markers, and a ``reference`` event
+        comes right before the token that first cites each source (docs/contract.md);
+        ``language`` is the asker's (a BCP 47 tag; None: detected from the question)."""
+        return self.events(question, asked_options(options), request_id=request_id)
 
-    async def ainvoke(
-        self,
-        question: str,
-        *,
-        history: History = (),
-        collections: Sequence[str] | None = None,
-        cite_urls: bool | None = None,
-        live_citations: bool = False,
-        language: str | None = None,
-        request_id: str | None = None,
-    ) -> dict[str, Any]:
+    def ainvoke(
+        self, question: str, *, request_id: str | None = None, **options: Unpack[AskOptions]
+    ) -> Coroutine[Any, Any, dict[str, Any]]:
         """The JSON result: the ``done`` event's data plus ``request_id``, and for a failed
-        answer the ``error`` event's data (``code``, ``message``) as ``error``."""
-        events = self.astream(
-            question,
-            history=history,
-            collections=collections,
-            cite_urls=cite_urls,
-            live_citations=live_citations,
-            language=language,
-            request_id=request_id,
-        )
-        return answer_result([event async for event in events])
+        answer the ``error`` event's data (``code``, ``message``) as ``error``. A coroutine
+        from a plain method, so that a misspelt option fails at the call, as the others do."""
+        return _collected(self.astream(question, request_id=request_id, **options))
 
     def stream(
-        self,
-        question: str,
-        *,
-        history: History = (),
-        collections: Sequence[str] | None = None,
-        cite_urls: bool | None = None,
-        live_citations: bool = False,
-        language: str | None = None,
-        request_id: str | None = None,
+        self, question: str, *, request_id: str | None = None, **options: Unpack[AskOptions]
     ) -> Iterator[Event]:
         """:meth:`astream` for synchronous callers (the work runs on the pipeline's own event
         loop, in a thread of its own).
 
         Leaving the loop early cancels the work at once, as a disconnecting client would.
         """
-        return self._sync.iterate(
-            lambda: self.astream(
-                question,
-                history=history,
-                collections=collections,
-                cite_urls=cite_urls,
-                live_citations=live_citations,
-                language=language,
-                request_id=request_id,
-            ),
-            last=lambda event: isinstance(event, DoneEvent),
-        )
+        asked = asked_options(options)
+        return self.stream_options(question, asked, request_id=request_id)
 
     def stream_options(
         self, question: str, options: RequestOptions, *, request_id: str | None = None
@@ -339,24 +292,11 @@ class AnswerPipeline:
         )
 
     def invoke(
-        self,
-        question: str,
-        *,
-        history: History = (),
-        collections: Sequence[str] | None = None,
-        cite_urls: bool | None = None,
-        live_citations: bool = False,
-        language: str | None = None,
-        request_id: str | None = None,
+        self, question: str, *, request_id: str | None = None, **options: Unpack[AskOptions]
     ) -> dict[str, Any]:
         """:meth:`ainvoke` for synchronous callers."""
-        events = self.stream(
-            question,
-            history=history,
-            collections=collections,
-            cite_urls=cite_urls,
-            live_citations=live_citations,
-            language=language,
-            request_id=request_id,
-        )
-        return answer_result(list(events))
+        return answer_result(list(self.stream(question, request_id=request_id, **options)))
+
+
+async def _collected(events: AsyncGenerator[Event, None]) -> dict[str, Any]:
+    return answer_result([event async for event in events])

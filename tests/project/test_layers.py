@@ -29,6 +29,7 @@ names ``a.b.c`` when that is a module, else ``a.b``), not the packages above the
 from __future__ import annotations
 
 import ast
+import dataclasses
 import graphlib
 from collections.abc import Collection
 from pathlib import Path
@@ -36,6 +37,7 @@ from pathlib import Path
 import pytest
 from mypy import api as mypy_api
 
+from pipelines.core.options import AskOptions, RequestOptions
 from pipelines.pipeline import AnswerPipeline
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -308,6 +310,15 @@ def test_a_misspelt_option_fails_at_the_call(method: str) -> None:
     # functions at the call too.
     with pytest.raises(TypeError, match="unexpected keyword argument 'collection'"):
         call("What is ABCA1?", collection=["reactome"])
+
+
+def test_the_methods_options_are_the_request_options_a_caller_may_set() -> None:
+    # Decision 0040: a new option is a field of RequestOptions and a key of AskOptions, and
+    # no method's signature changes.
+    fields = {field.name for field in dataclasses.fields(RequestOptions)}
+    assert set(AskOptions.__annotations__) == fields - {"versions"}
+    with pytest.raises(TypeError, match="unexpected keyword argument 'versions'"):
+        AnswerPipeline().stream("What is ABCA1?", versions={"reactome": "v1"})  # type: ignore[call-arg]
 
 
 @pytest.mark.slow  # mypy without its cache, over everything the snippet imports

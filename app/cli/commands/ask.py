@@ -13,6 +13,7 @@ from app.cli.commands.ingest import collection_list
 from app.cli.terminal.evidence import evidence_lines, no_evidence_line
 from callbacks.events import DoneData, DoneEvent, Event, TokenEvent, to_jsonl
 from pipelines.core.errors import InputError
+from pipelines.core.json_text import UnreadableJSONError, parse_json
 from pipelines.core.options import checked_language
 from pipelines.core.settings import Settings
 from pipelines.language import SUPPORTED_LANGUAGES
@@ -106,15 +107,12 @@ def _history_json(path: Path) -> object:
             fix=_HISTORY_FIX,
         )
     try:
-        return json.loads(raw.decode("utf-8"))
-    except UnicodeDecodeError as error:
-        problem = f"not UTF-8 text (byte {error.start + 1})"
-    except json.JSONDecodeError as error:
-        problem = f"not JSON ({error.msg}: line {error.lineno} column {error.colno})"
-    except RecursionError:
-        problem = "not JSON we can read (nested too deeply)"
-    except ValueError:  # the only other: an integer of over 4,300 digits
-        problem = "not JSON we can read (a number of over 4,300 digits)"
+        return parse_json(raw)
+    except UnreadableJSONError as error:
+        problem = {
+            "encoding": error.reason,
+            "syntax": f"not JSON ({error.reason})",
+        }.get(error.kind, f"not JSON we can read ({error.reason})")
     raise InputError(f"--history {path}: {problem}", fix=_HISTORY_FIX)
 
 

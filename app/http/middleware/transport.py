@@ -17,6 +17,7 @@ body is never read.
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
@@ -26,7 +27,15 @@ from uvicorn.protocols.http.auto import AutoHTTPProtocol
 from app.http.errors import refusal
 from app.http.settings import ServerSettings
 
-__all__ = ["BodyLimits", "RequireJSON", "configure_protocol", "replaying", "run_server"]
+__all__ = [
+    "BodyLimits",
+    "ReadBody",
+    "RequireJSON",
+    "configure_protocol",
+    "read_body",
+    "replaying",
+    "run_server",
+]
 
 _CLOSE = {"Connection": "close"}
 
@@ -50,29 +59,22 @@ class BodyLimits:
         if length in (b"", b"0") and b"transfer-encoding" not in headers:
             await self.app(scope, receive, send)  # no body at all
             return
-        chunks: list[bytes] = []
-        size = 0
-        with anyio.move_on_after(self.timeout_s) as waited:
-            while True:
-                message = await receive()
-                if message["type"] == "http.disconnect":
-                    return  # the client left before sending its body: nobody to answer
-                chunk = message.get("body", b"")
-                size += len(chunk)
-                if size > self.max_bytes:
-                    await self._too_large(scope, receive, send)
-                    return
-                chunks.append(chunk)
-                if not message.get("more_body", False):
-                    break
-        if waited.cancelled_caught:
+        read: ReadBody | None = None
+        with anyio.move_on_after(self.timeout_s):
+            read = await read_body(receive, self.max_bytes)
+        if read is None:
             message_text = (
                 f"the request body did not arrive within {self.timeout_s:g} s; send it at once "
                 "(REACTOME_ANSWERS_BODY_TIMEOUT_S)"
             )
             await refusal(scope, 408, "body_timeout", message_text, _CLOSE)(scope, receive, send)
             return
-        await self.app(scope, replaying(b"".join(chunks), receive), send)
+        if read.after:
+            return  # the client left before sending its body: nobody to answer
+        if read.over:
+            await self._too_large(scope, receive, send)
+            return
+        await self.app(scope, replaying(read.body, receive), send)
 
     async def _too_large(self, scope: Scope, receive: Receive, send: Send) -> None:
         message = (
@@ -80,6 +82,36 @@ class BodyLimits:
             "(REACTOME_ANSWERS_MAX_BODY_BYTES)"
         )
         await refusal(scope, 413, "too_large", message, _CLOSE)(scope, receive, send)
+
+
+@dataclass(frozen=True)
+class ReadBody:
+    """A request body as far as it was read."""
+
+    body: bytes
+    # Messages taken while reading that were no part of the body (the client left).
+    after: tuple[Message, ...] = ()
+    over: bool = False  # it passed the byte limit: the rest was not read
+
+
+async def read_body(receive: Receive, max_bytes: int | None = None) -> ReadBody:
+    """Read a request body from ``receive``, whatever its framing, until it ends, the client
+    leaves, or (with ``max_bytes``) it passes that many bytes. The one loop over a body:
+    :class:`BodyLimits` reads with a limit, a route that must see its body before the app
+    (the MCP route) reads the whole one it was given."""
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            return ReadBody(b"".join(chunks), after=(message,))
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if max_bytes is not None and size > max_bytes:
+            return ReadBody(b"", over=True)
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            return ReadBody(b"".join(chunks))
 
 
 def replaying(body: bytes, receive: Receive, *after: Message) -> Receive:

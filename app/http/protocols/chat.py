@@ -10,6 +10,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from app.http.models import MAX_TURNS
+from pipelines.core.json_text import UnreadableJSONError, parse_json
 
 __all__ = [
     "TextPart",
@@ -39,17 +40,16 @@ class UnreadableBodyError(ValueError):
 
 
 def read_json(body: bytes) -> Any:
-    """``body`` parsed as JSON, or :class:`UnreadableBodyError`. Nesting too deep for the parser
-    (thousands of brackets in a few kilobytes) is a ``RecursionError``, not a ``ValueError``:
-    both are the client's doing, and both are a 400."""
+    """``body`` parsed as JSON, or :class:`UnreadableBodyError` (a 400: any way a body is no
+    JSON we can read is the client's doing, nesting too deep for the parser included)."""
     try:
-        return json.loads(body)
-    except RecursionError:
-        raise UnreadableBodyError(
-            "the body nests arrays or objects too deeply to read; send a flatter body"
-        ) from None
-    except ValueError as error:  # not JSON, not UTF-8, or a number too long to convert
-        raise UnreadableBodyError(f"the body is not JSON text ({error})") from None
+        return parse_json(body)
+    except UnreadableJSONError as error:
+        if error.kind == "nesting":
+            raise UnreadableBodyError(
+                "the body nests arrays or objects too deeply to read; send a flatter body"
+            ) from None
+        raise UnreadableBodyError(f"the body is not JSON text ({error.reason})") from None
 
 
 def data_frame(payload: dict[str, Any] | str) -> bytes:

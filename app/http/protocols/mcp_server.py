@@ -54,6 +54,7 @@ from pipelines.core.errors import (
 )
 from pipelines.core.options import RequestOptions, checked_language
 from pipelines.core.redaction import one_line, redact_secrets
+from pipelines.core.validation import validation_line, validation_problems
 from pipelines.language import SUPPORTED_LANGUAGES, detect_language, fixed_text
 from pipelines.pipeline import AnswerPipeline
 
@@ -417,14 +418,11 @@ def _invalid_params(server: Callable[[], MCPServer]) -> Any:
                 try:
                     metadata.arg_model.model_validate(arguments)
                 except ValidationError as error:
-                    problems = [
-                        f"{'.'.join(str(part) for part in problem['loc'])}: {problem['msg']}"
-                        for problem in error.errors()
-                    ]
-                    names = sorted({str(p["loc"][0]) for p in error.errors() if p["loc"]})
+                    problems = validation_problems(error)
+                    names = sorted({where[0] for where, _ in problems if where})
                     raise MCPError(
                         code=INVALID_PARAMS,
-                        message="; ".join(problems),
+                        message=validation_line(error, nothing="arguments"),
                         data={"arguments": names},
                     ) from None
         return await call_next(ctx)

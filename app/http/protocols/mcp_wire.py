@@ -11,12 +11,13 @@ says there, so the headers are never believed.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from fastapi.responses import JSONResponse
+
+from pipelines.core.json_text import UnreadableJSONError, parse_json
 
 __all__ = [
     "ANSWER_TOOL",
@@ -58,8 +59,8 @@ def read_posted(body: bytes) -> Posted:
     """What ``body`` (a JSON-RPC message or batch) asks; a body that is not JSON-RPC asks
     nothing (the SDK answers it with its own parse or invalid-request error)."""
     try:
-        message = json.loads(body)
-    except (ValueError, RecursionError):  # RecursionError: nested deeper than json can read
+        message = parse_json(body)
+    except UnreadableJSONError:
         return Posted()
     messages = message if isinstance(message, list) else [message]
     lone = message if isinstance(message, dict) else {}

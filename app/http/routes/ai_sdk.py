@@ -63,6 +63,7 @@ from callbacks.events import (
     ReferenceEvent,
     TokenEvent,
 )
+from pipelines.core.validation import validation_line
 from pipelines.pipeline import AnswerPipeline
 from pipelines.retrieval.refusal_rules import question_too_long
 
@@ -164,9 +165,7 @@ async def chat(request: Request, pipeline: PipelineDep, settings: SettingsDep) -
     try:
         body = UIChatRequest.model_validate(read_json(await request.body()))
     except ValidationError as error:
-        problem = error.errors()[0]
-        where = ".".join(str(part) for part in problem.get("loc", ())) or "body"
-        return error_response(422, "bad_input", f"{where}: {problem.get('msg')}")
+        return error_response(422, "bad_input", validation_line(error, first=1, nothing="body"))
     except UnreadableBodyError as error:
         return error_response(400, "bad_input", str(error))
     split = split_conversation([(m.role, m.text()) for m in body.messages])

@@ -32,10 +32,10 @@ from fastapi import FastAPI
 from mcp.server.mcpserver import MCPServer
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
-from starlette.types import Message, Receive, Scope, Send
+from starlette.types import Receive, Scope, Send
 
 from app.http.middleware.access import mcp_limits
-from app.http.middleware.transport import replaying
+from app.http.middleware.transport import read_body, replaying
 from app.http.protocols.mcp_server import mcp_server
 from app.http.protocols.mcp_wire import MCP_PATH, mcp_refusal, read_posted, tool_error_result
 from pipelines.catalog.catalog import Catalog
@@ -191,19 +191,10 @@ class MCPTransport:
 
 
 async def _read_whole(receive: Receive) -> tuple[bytes, Receive]:
-    """The request body, and a ``receive`` that gives it to the app again."""
-    chunks: list[bytes] = []
-    after: list[Message] = []
-    while True:
-        message = await receive()
-        if message["type"] != "http.request":  # the client left: the app hears it next
-            after.append(message)
-            break
-        chunks.append(message.get("body", b""))
-        if not message.get("more_body", False):
-            break
-    body = b"".join(chunks)
-    return body, replaying(body, receive, *after)
+    """The request body, and a ``receive`` that gives it to the app again (a disconnect met
+    while reading included: the app hears it next)."""
+    read = await read_body(receive)
+    return read.body, replaying(read.body, receive, *read.after)
 
 
 def add_mcp(app: FastAPI, pipeline: AnswerPipeline, catalog: Catalog) -> MCPTransport:

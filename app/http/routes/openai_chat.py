@@ -53,6 +53,7 @@ from app.http.settings import ServerSettings
 from app.links import reference_link, sources_markdown
 from callbacks.events import DoneEvent, ErrorEvent, Event, Reference, TokenEvent
 from pipelines.core.options import RequestOptions
+from pipelines.core.validation import validation_line, validation_problems
 from pipelines.pipeline import AnswerPipeline
 from pipelines.retrieval.refusal_rules import question_too_long
 
@@ -119,13 +120,10 @@ class _RequestError(Exception):
 
 
 def _validation_message(error: ValidationError) -> tuple[str, str | None]:
-    problems = error.errors()
-    where = ".".join(str(part) for part in problems[0].get("loc", ())) if problems else ""
-    text = "; ".join(
-        f"{'.'.join(str(p) for p in problem.get('loc', ())) or 'body'}: {problem.get('msg')}"
-        for problem in problems[:5]
-    )
-    return text, where or None
+    """The problems in one line, and the first one's location as OpenAI's ``param``."""
+    problems = validation_problems(error)
+    where = ".".join(problems[0][0]) if problems else ""
+    return validation_line(error, first=5, nothing="body"), where or None
 
 
 def _inlined(schema: dict[str, Any]) -> dict[str, Any]:
