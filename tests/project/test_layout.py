@@ -19,3 +19,10 @@ def test_tests_live_in_folders_by_area_each_saying_what_it_covers() -> None:
         assert init.read_text(encoding="utf-8").startswith('"""'), (
             f"{init} should say what the folder tests"
         )
+
+
+def test_the_support_package_names_every_module_it_holds() -> None:
+    support = ROOT / "tests" / "support"
+    listed = (support / "__init__.py").read_text(encoding="utf-8")
+    modules = sorted(path.stem for path in support.glob("*.py") if path.stem != "__init__")
+    assert [name for name in modules if f"``{name}``" not in listed] == []
