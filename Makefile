@@ -90,11 +90,12 @@ unit: $(BIN)/.installed install-browser install-node install-ai-sdk install-redi
 
 # The same checks without the tests marked slow (a browser, Chroma or Redis, `serve` and the
 # installed command in subprocesses, 100+ streams, llama.cpp; tests/conftest.py fails a test
-# that starts one unmarked), and the properties on 50 examples rather than 200: under 3
-# minutes rather than about 25 on 2 cores. `make test` still runs every test.
+# that starts one unmarked), the properties on 50 examples rather than 200, on two pytest-xdist
+# workers: under 3 minutes rather than about 25 on 2 cores (decision 0041). `make test` still
+# runs every test, in one process.
 test-fast: lint typecheck $(BIN)/.installed install-browser install-node install-ai-sdk install-redis \
 	install-apertium
-	HYPOTHESIS_PROFILE=$${HYPOTHESIS_PROFILE:-fast} $(BIN)/pytest -m "not slow"
+	HYPOTHESIS_PROFILE=$${HYPOTHESIS_PROFILE:-fast} $(BIN)/pytest -m "not slow" -n 2
 
 demo: $(BIN)/.installed
 	@$(BIN)/reactome-answers collections --json | grep -q '"reactome"' \
