@@ -11,12 +11,12 @@ record with that problem, in words.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, get_args
 
 from callbacks.events import DoneState
+from pipelines.core.json_text import finite_number
 from pipelines.evidence.claims import Claim, Verdict
 
 __all__ = ["FinishRecord"]
@@ -111,12 +111,13 @@ def _ruling(item: object) -> tuple[Claim, Verdict] | str:
         return "its source_n is not a whole number"
     if not isinstance(span, Sequence) or len(span) != 2 or not all(map(_whole, span)):
         return "its quote_span is not two whole numbers"
-    if isinstance(score, bool) or not isinstance(score, int | float) or not math.isfinite(score):
+    number = finite_number(score)
+    if number is None:
         return "its score is not a finite number"
     if not isinstance(supported, bool):
         return "its supported is not true or false"
     claim = Claim(sentence, source_n, "")
-    return claim, Verdict((span[0], span[1]), float(score), supported)
+    return claim, Verdict((span[0], span[1]), number, supported)
 
 
 def _whole(value: object) -> bool:

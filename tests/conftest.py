@@ -145,7 +145,7 @@ def sample_home(
     from pipelines.catalog import bundled_dir
     from pipelines.catalog.catalog import COLLECTION_NAMES
     from pipelines.core.settings import load_settings
-    from pipelines.index.ingest import ingest, locate_files
+    from pipelines.index.ingestion import ingest, locate_files
 
     home = tmp_path_factory.mktemp("sample-home")
     settings = load_settings(home=home, model_cache=model_cache)

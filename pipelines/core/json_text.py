@@ -11,9 +11,10 @@ words, so each caller only words its own message.
 from __future__ import annotations
 
 import json
+import math
 from typing import Any, Literal
 
-__all__ = ["UnreadableJSONError", "UnreadableKind", "parse_json"]
+__all__ = ["UnreadableJSONError", "UnreadableKind", "finite_number", "parse_json"]
 
 UnreadableKind = Literal["encoding", "syntax", "nesting", "number"]
 
@@ -42,3 +43,15 @@ def parse_json(text: str | bytes, decoder: json.JSONDecoder | None = None) -> An
         raise UnreadableJSONError("nesting", "nested too deeply") from None
     except ValueError:  # the only other: an integer of over 4,300 digits
         raise UnreadableJSONError("number", "a number of over 4,300 digits") from None
+
+
+def finite_number(value: object) -> float | None:
+    """``value`` as a float if JSON read it as a finite number; None for anything else (text,
+    a bool, NaN or infinity, or an integer too large for a float, which JSON reads whole)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None

@@ -3,7 +3,7 @@ the chunk tables beside them (``chunk_table``) with each chunk's sentences
 (``chunk_sentences``, split by ``sentences``), the keyword index (``keyword_index``), a
 version's local indexes built from the store (``version_index``), the embedding models
 (``embeddings``; ``multilingual`` for questions in other languages) and ingestion from
-release files into all of these (``ingest``).
+release files into all of these (``ingestion``).
 """
 
 from typing import TYPE_CHECKING
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
         MiniLMEmbeddings,
         make_embeddings,
     )
-    from pipelines.index.ingest import (
+    from pipelines.index.ingestion import (
         CollectionFiles,
         CollectionSummary,
         chunk_documents,
@@ -103,9 +103,9 @@ __getattr__ = lazy_attributes(
         "ChunkRecord": "pipelines.index.chunk_table",
         "ChunkTable": "pipelines.index.chunk_table",
         "ChunkTableWriter": "pipelines.index.chunk_table",
-        "CollectionFiles": "pipelines.index.ingest",
+        "CollectionFiles": "pipelines.index.ingestion",
         "CollectionInfo": "pipelines.index.store",
-        "CollectionSummary": "pipelines.index.ingest",
+        "CollectionSummary": "pipelines.index.ingestion",
         "E5Embeddings": "pipelines.index.multilingual",
         "E5_Q8_NAME": "pipelines.index.multilingual",
         "KeywordIndex": "pipelines.index.keyword_index",
@@ -117,16 +117,16 @@ __getattr__ = lazy_attributes(
         "active_version": "pipelines.index.store",
         "build_from_store": "pipelines.index.version_index",
         "check_embedding_model": "pipelines.index.store",
-        "chunk_documents": "pipelines.index.ingest",
+        "chunk_documents": "pipelines.index.ingestion",
         "chunk_heading": "pipelines.index.chunk_table",
         "collection_infos": "pipelines.index.store",
         "copy_rows": "pipelines.index.version_index",
         "indexed_text": "pipelines.index.chunk_table",
-        "ingest": "pipelines.index.ingest",
+        "ingest": "pipelines.index.ingestion",
         "keyword_index_dir": "pipelines.index.store",
         "keyword_index_lock": "pipelines.index.store",
         "keyword_tokens": "pipelines.index.keyword_index",
-        "locate_files": "pipelines.index.ingest",
+        "locate_files": "pipelines.index.ingestion",
         "make_embeddings": "pipelines.index.embeddings",
         "new_version_name": "pipelines.index.store",
         "open_client": "pipelines.index.store",
@@ -135,7 +135,7 @@ __getattr__ = lazy_attributes(
         "reopen_client": "pipelines.index.store",
         "retire_versions": "pipelines.index.store",
         "retirement_grace_s": "pipelines.index.store",
-        "sample_files": "pipelines.index.ingest",
+        "sample_files": "pipelines.index.ingestion",
         "stale_versions": "pipelines.index.store",
         "version_named": "pipelines.index.store",
     },

@@ -12,6 +12,17 @@ from pipelines.core.lazy import lazy_attributes
 
 # Imported on first use: the retriever brings LangChain and Chroma, the gate onnxruntime, and
 # a reader of logs wants only the retrieval record's model (the command line starts at once).
+# Bound here, not lazily: the function shares its module's name, and once that module is
+# imported (every reader of a log imports it) the module would shadow a lazy name.
+from pipelines.retrieval.retrieval_record import (
+    OUTCOMES,
+    RECORD_BOUND,
+    Candidate,
+    CandidateRanks,
+    RetrievalRecord,
+    retrieval_record,
+)
+
 if TYPE_CHECKING:
     from pipelines.retrieval.active_versions import ActiveVersions, ReadWriteGate
     from pipelines.retrieval.advice import (
@@ -60,14 +71,6 @@ if TYPE_CHECKING:
         reciprocal_rank_fusion,
     )
     from pipelines.retrieval.refusal_rules import ADVICE_REFUSAL, Refusal, rule_refusal
-    from pipelines.retrieval.retrieval_record import (
-        OUTCOMES,
-        RECORD_BOUND,
-        Candidate,
-        CandidateRanks,
-        RetrievalRecord,
-        retrieval_record,
-    )
     from pipelines.retrieval.retriever import RANKINGS, Ranking, ReactomeRetriever
 
 __all__ = [
@@ -134,23 +137,18 @@ __getattr__ = lazy_attributes(
         "AdviceVerdict": "pipelines.retrieval.advice",
         "CHUNKS_PER_SOURCE": "pipelines.retrieval.ranking",
         "CHUNK_OUTCOMES": "pipelines.retrieval.ranking",
-        "Candidate": "pipelines.retrieval.retrieval_record",
-        "CandidateRanks": "pipelines.retrieval.retrieval_record",
         "ChunkOutcome": "pipelines.retrieval.ranking",
         "EXPANSION": "pipelines.retrieval.expander_run",
         "EXPANSION_FALLBACK": "pipelines.retrieval.expander_run",
         "Expansion": "pipelines.retrieval.expander",
         "MARGIN": "pipelines.retrieval.advice",
-        "OUTCOMES": "pipelines.retrieval.retrieval_record",
         "RANKINGS": "pipelines.retrieval.retriever",
-        "RECORD_BOUND": "pipelines.retrieval.retrieval_record",
         "RRF_K": "pipelines.retrieval.ranking",
         "RankedSources": "pipelines.retrieval.ranking",
         "Ranking": "pipelines.retrieval.retriever",
         "ReactomeRetriever": "pipelines.retrieval.retriever",
         "ReadWriteGate": "pipelines.retrieval.active_versions",
         "Refusal": "pipelines.retrieval.refusal_rules",
-        "RetrievalRecord": "pipelines.retrieval.retrieval_record",
         "RuleExpanderModel": "pipelines.retrieval.expander",
         "STOPWORDS": "pipelines.retrieval.expander",
         "ScoredChunk": "pipelines.retrieval.ranking",
@@ -173,7 +171,6 @@ __getattr__ = lazy_attributes(
         "rank_sources": "pipelines.retrieval.ranking",
         "rank_with_outcomes": "pipelines.retrieval.ranking",
         "reciprocal_rank_fusion": "pipelines.retrieval.ranking",
-        "retrieval_record": "pipelines.retrieval.retrieval_record",
         "route": "pipelines.retrieval.expander",
         "rule_expansion": "pipelines.retrieval.expander",
         "rule_refusal": "pipelines.retrieval.refusal_rules",

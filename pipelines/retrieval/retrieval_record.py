@@ -40,11 +40,11 @@ altered by hand still shows what it can.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
+from pipelines.core.json_text import finite_number
 from pipelines.core.redaction import redact_secrets
 from pipelines.retrieval.ranking import ChunkOutcome, ScoredChunk, SourceEntry
 
@@ -203,8 +203,9 @@ def _number(
     value = data.get(key)
     if value is None:
         return None
-    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
-        return float(value)
+    number = finite_number(value)
+    if number is not None:
+        return number
     _problem(problems, where, key, "is not a finite number")
     return None
 
@@ -234,7 +235,8 @@ def _read_ranks(value: object, where: str, problems: dict[str, str]) -> tuple[Ca
         if not isinstance(rank, Mapping):
             _problem(problems, where, f"rank {number}", "is not an object")
             rank = {}
-        ranks.append(CandidateRanks(*(_count(rank, name, where, problems) for name in _RANK_NAMES)))
+        at = f"{where} rank {number}" if where else f"rank {number}"
+        ranks.append(CandidateRanks(*(_count(rank, name, at, problems) for name in _RANK_NAMES)))
     return tuple(ranks)
 
 

@@ -16,7 +16,7 @@ from langchain_core.embeddings import Embeddings
 
 from pipelines.catalog.catalog import COLLECTION_NAMES, catalog_from_path
 from pipelines.core.settings import Settings, load_settings
-from pipelines.index.ingest import CollectionFiles, ingest, locate_files
+from pipelines.index.ingestion import CollectionFiles, ingest, locate_files
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_DATA = HERE.parents[2] / "shared" / "data"

@@ -29,7 +29,7 @@ from pipelines.core.settings import Settings, load_settings
 from pipelines.index import store
 from pipelines.index.chunk_table import ChunkTable
 from pipelines.index.embeddings import MiniLMEmbeddings
-from pipelines.index.ingest import chunk_documents, ingest, locate_files
+from pipelines.index.ingestion import chunk_documents, ingest, locate_files
 from pipelines.index.keyword_index import KeywordIndex
 from tests.benchmarks._common import (
     COLLECTIONS_PATH,

@@ -29,7 +29,7 @@ from pipelines.catalog import bundled_dir
 from pipelines.catalog.catalog import COLLECTION_NAMES
 from pipelines.core.settings import load_settings
 from pipelines.index.embeddings import MiniLMEmbeddings
-from pipelines.index.ingest import ingest, locate_files
+from pipelines.index.ingestion import ingest, locate_files
 from pipelines.pipeline import AnswerPipeline
 from tests.benchmarks._common import load_questions
 

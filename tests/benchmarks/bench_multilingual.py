@@ -38,7 +38,7 @@ from pathlib import Path
 from langchain_core.embeddings import Embeddings
 
 from pipelines.index.embeddings import MiniLMEmbeddings
-from pipelines.index.ingest import chunk_documents
+from pipelines.index.ingestion import chunk_documents
 from pipelines.index.multilingual import E5Embeddings
 from tests.benchmarks._common import (
     DEFAULT_DATA,

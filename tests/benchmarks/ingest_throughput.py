@@ -30,7 +30,7 @@ from tokenizers import Tokenizer
 
 from pipelines.core.settings import load_settings
 from pipelines.index.embeddings import MiniLMEmbeddings, make_multilingual_embeddings
-from pipelines.index.ingest import chunk_documents, ingest
+from pipelines.index.ingestion import chunk_documents, ingest
 from pipelines.index.packaged import packaged_file
 from tests.benchmarks._common import DEFAULT_DATA, corpus_sources
 

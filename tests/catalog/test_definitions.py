@@ -22,7 +22,7 @@ from pipelines.catalog.loaders.userguide import PAGE_SUFFIXES, SOURCES_FILE
 from pipelines.catalog.loaders.variants import VARIANTS_FILE
 from pipelines.citations.sources import number_sources
 from pipelines.core.settings import load_settings
-from pipelines.index.ingest import chunk_documents, locate_files, sample_files
+from pipelines.index.ingestion import chunk_documents, locate_files, sample_files
 
 
 def test_one_definition_per_collection() -> None:
@@ -128,7 +128,7 @@ def test_importing_the_code_reads_no_collection_declaration() -> None:
     collection must not stop `reactome-answers --help` or `logs list`)."""
     probe = (
         "import app.cli, app.http.factory, pipelines.pipeline, pipelines.index.store, "
-        "pipelines.index.ingest, pipelines.retrieval, callbacks.replay\n"
+        "pipelines.index.ingestion, pipelines.retrieval, callbacks.replay\n"
         "from pipelines.catalog import catalog\n"
         "print(catalog._catalog.cache_info().misses, catalog._catalog_for_path.cache_info().misses)"
     )

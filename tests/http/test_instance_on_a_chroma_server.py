@@ -13,7 +13,7 @@ from langchain_core.embeddings import Embeddings
 from pipelines.catalog import bundled_dir
 from pipelines.catalog.catalog import COLLECTION_NAMES
 from pipelines.core.settings import load_settings
-from pipelines.index.ingest import ingest, locate_files
+from pipelines.index.ingestion import ingest, locate_files
 from tests.support.servers import chroma_server, serve_command
 
 QUESTION = "What does ABCA1 do?"

@@ -25,7 +25,7 @@ from callbacks.log import read_log
 from pipelines.catalog import bundled_dir
 from pipelines.catalog.catalog import COLLECTION_NAMES
 from pipelines.core.settings import load_settings
-from pipelines.index.ingest import ingest, locate_files
+from pipelines.index.ingestion import ingest, locate_files
 from tests.support.fake_openai import fake_chat, serving_env
 from tests.support.invariants import check_stream
 from tests.support.servers import chroma_server, serve_command

@@ -15,7 +15,7 @@ from pipelines.catalog import bundled_dir
 from pipelines.catalog.catalog import COLLECTION_NAMES
 from pipelines.core.settings import load_settings
 from pipelines.index.chunk_table import ChunkTable
-from pipelines.index.ingest import ingest, locate_files
+from pipelines.index.ingestion import ingest, locate_files
 from pipelines.pipeline import AnswerPipeline
 from tests.support.servers import chroma_server, serve_command
 

@@ -24,7 +24,7 @@ from pipelines.core.settings import load_settings
 from pipelines.index import store
 from pipelines.index.chunk_sentences import FILES, joinable, unit_rows, work_out
 from pipelines.index.chunk_table import ChunkTable, ChunkTableWriter
-from pipelines.index.ingest import ingest, locate_files
+from pipelines.index.ingestion import ingest, locate_files
 from pipelines.index.passages import PassageSentences, RecentVectors, SentenceBank
 from pipelines.index.sentences import clean_sentence, sentence_spans
 from pipelines.pipeline import AnswerPipeline

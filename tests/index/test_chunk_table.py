@@ -17,7 +17,7 @@ from pipelines.catalog.catalog import COLLECTION_NAMES
 from pipelines.core.settings import Settings, load_settings
 from pipelines.index import store
 from pipelines.index.chunk_table import ChunkTable, ChunkTableWriter
-from pipelines.index.ingest import ingest, locate_files
+from pipelines.index.ingestion import ingest, locate_files
 from pipelines.index.keyword_index import KeywordIndex
 from pipelines.pipeline import AnswerPipeline
 from pipelines.retrieval.retriever import ReactomeRetriever

@@ -27,7 +27,7 @@ from pipelines.index.embeddings import (
     MiniLMEmbeddings,
     make_embeddings,
 )
-from pipelines.index.ingest import ingest, locate_files
+from pipelines.index.ingestion import ingest, locate_files
 
 
 def cosine(a: list[float], b: list[float]) -> float:

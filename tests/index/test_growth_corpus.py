@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 from langchain_core.embeddings import Embeddings
 
-from pipelines.index.ingest import chunk_documents
+from pipelines.index.ingestion import chunk_documents
 from tests.benchmarks._reactions import (
     COPY_STRIDE,
     load_reactions,

@@ -15,7 +15,7 @@ from pipelines.catalog.catalog import COLLECTION_NAMES
 from pipelines.core.errors import ConfigurationError, InputError, NotIngestedError
 from pipelines.core.settings import Settings, load_settings
 from pipelines.index import store
-from pipelines.index.ingest import CollectionSummary, ingest, locate_files
+from pipelines.index.ingestion import CollectionSummary, ingest, locate_files
 from pipelines.index.keyword_index import KeywordIndex
 
 # Each test ingests the whole sample into a real Chroma folder with the real models (6 to 7 s

@@ -66,6 +66,7 @@ def test_an_altered_record_reads_what_it_still_says_and_names_the_rest() -> None
     data["bound"] = "50"
     data["queries"] = "not a list"
     data["candidates"][0].update(fused=float("nan"), outcome="promoted", n=True)
+    data["candidates"][0]["score"] = 10**400  # JSON reads it whole: too large for a float
     data["candidates"][1]["ranks"] = [{"dense": "7"}, "first"]
     data["candidates"].append("not an object")
     read = RetrievalRecord.read(data)
@@ -79,9 +80,10 @@ def test_an_altered_record_reads_what_it_still_says_and_names_the_rest() -> None
         "bound",
         "queries",
         "candidate 1.fused",
+        "candidate 1.score",
         "candidate 1.outcome",
         "candidate 1.n",
-        "candidate 2.dense",
+        "candidate 2 rank 1.dense",
         "candidate 2.rank 2",
         "candidate 3",
     }
@@ -120,3 +122,8 @@ def test_an_altered_finish_record_names_what_replay_cannot_use() -> None:
         "verdict 1": "it has no 'source_n'",
     }
     assert FinishRecord.read({}).problems == {"state": "it has no 'state'"}
+    huge = {"sentence": "x", "source_n": 1, "quote_span": [0, 1], "score": 10**400}
+    huge["supported"] = True
+    assert FinishRecord.read({"state": "answered", "verdicts": [huge]}).problems == {
+        "verdict 1": "its score is not a finite number"
+    }

@@ -17,7 +17,7 @@ from pipelines.catalog import bundled_dir
 from pipelines.catalog.catalog import COLLECTION_NAMES
 from pipelines.core.settings import load_settings
 from pipelines.index.embeddings import MiniLMEmbeddings
-from pipelines.index.ingest import ingest, locate_files
+from pipelines.index.ingestion import ingest, locate_files
 from pipelines.index.store import open_client
 from pipelines.retrieval.expander import RuleExpanderModel
 from pipelines.retrieval.retriever import ReactomeRetriever

@@ -23,7 +23,7 @@ from pipelines.core.errors import InputError
 from pipelines.core.options import RequestOptions
 from pipelines.core.settings import load_settings
 from pipelines.index import store
-from pipelines.index.ingest import ingest, locate_files
+from pipelines.index.ingestion import ingest, locate_files
 from pipelines.pipeline import AnswerPipeline
 from pipelines.retrieval.expander import rule_expansion
 from pipelines.retrieval.retriever import RANKINGS, Ranking, ReactomeRetriever

@@ -142,6 +142,22 @@ def test_all_lists_the_public_names_sorted(name: str) -> None:
     assert not problems, "\n".join(problems)
 
 
+@pytest.mark.parametrize("name", sorted(PACKAGES))
+def test_a_name_shared_with_a_submodule_stays_the_name_once_the_submodule_is_imported(
+    name: str,
+) -> None:
+    # Importing ``package.x`` sets the package's attribute ``x`` to the module, and that beats a
+    # lazy ``__getattr__``: a public ``x`` must be bound in the package itself, or renamed.
+    package = importlib.import_module(name)
+    folder = PACKAGES[name].parent
+    for public in getattr(package, "__all__", ()):
+        if (folder / f"{public}.py").is_file() or (folder / public / "__init__.py").is_file():
+            submodule = importlib.import_module(f"{name}.{public}")
+            if isinstance(getattr(submodule, public, None), ModuleType | None):
+                continue  # the public name is the submodule itself
+            assert getattr(package, public) is getattr(submodule, public), f"{name}.{public}"
+
+
 def test_the_check_finds_each_kind_of_break(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -12,7 +12,7 @@ from langchain_core.embeddings import Embeddings
 
 from pipelines.catalog import bundled_dir
 from pipelines.core.settings import load_settings
-from pipelines.index.ingest import ingest, locate_files
+from pipelines.index.ingestion import ingest, locate_files
 
 FORGED_IDS = {"R-HSA-9990001", "R-HSA-9990002"}
 FORGED_QUESTION = "What is glycoforgery?"

@@ -14,9 +14,9 @@ from pipelines.core.errors import InputError, ReactomeAnswersError
 from pipelines.core.settings import Settings
 
 if TYPE_CHECKING:
-    from pipelines.index.ingest import CollectionSummary
+    from pipelines.index.ingestion import CollectionSummary
 
-# The catalog (through the language detector: numpy) and pipelines.index.ingest (Chroma,
+# The catalog (through the language detector: numpy) and pipelines.index.ingestion (Chroma,
 # LangChain, onnxruntime) are imported inside the functions: `--help` and the light commands
 # start without them (app.cli.registry).
 
@@ -107,7 +107,7 @@ def _table(summaries: Sequence[CollectionSummary]) -> str:
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
     from pipelines.catalog.catalog import catalog_for
-    from pipelines.index.ingest import ingest, locate_files, sample_files
+    from pipelines.index.ingestion import ingest, locate_files, sample_files
 
     catalog = catalog_for(settings)
     wanted = args.collections or list(catalog.names)

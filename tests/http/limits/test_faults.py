@@ -26,7 +26,7 @@ from callbacks.replay import comparable
 from pipelines.catalog import bundled_dir
 from pipelines.catalog.catalog import COLLECTION_NAMES
 from pipelines.core.settings import load_settings
-from pipelines.index.ingest import ingest, locate_files
+from pipelines.index.ingestion import ingest, locate_files
 from pipelines.pipeline import AnswerPipeline
 from pipelines.retrieval.retriever import EXPANSION_FALLBACK
 from tests.support.fake_openai import Behaviour, FakeChat, fake_chat
