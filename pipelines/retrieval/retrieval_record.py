@@ -186,7 +186,8 @@ class RetrievalRecord:
 def _problem(problems: dict[str, str], where: str, key: str, why: str) -> None:
     """Name the field (``candidate 3.fused``) and say, in words, why it was read as missing."""
     name = f"{where}.{key}" if where else key
-    problems[name] = f"{where + chr(39) + 's' if where else 'its'} {key} {why}"
+    owner = f"{where}'s" if where else "its"
+    problems[name] = f"{owner} {key} {why}"
 
 
 def _count(data: Mapping[str, Any], key: str, where: str, problems: dict[str, str]) -> int | None:
@@ -235,7 +236,7 @@ def _read_ranks(value: object, where: str, problems: dict[str, str]) -> tuple[Ca
         if not isinstance(rank, Mapping):
             _problem(problems, where, f"rank {number}", "is not an object")
             rank = {}
-        at = f"{where} rank {number}" if where else f"rank {number}"
+        at = f"{where} rank {number}"
         ranks.append(CandidateRanks(*(_count(rank, name, at, problems) for name in _RANK_NAMES)))
     return tuple(ranks)
 
