@@ -214,6 +214,12 @@ class DoneData(_Model):
         "else the one detected in the question ('en' when unsure); the answer's fixed texts "
         "are in it, and a generative model is asked to answer in it",
     )
+    trace_id: str | None = Field(
+        default=None,
+        pattern=r"^[0-9a-f]{32}$",
+        description="the answer's OpenTelemetry trace id (32 hex digits); null when it is not "
+        "traced",
+    )
 
     @model_validator(mode="after")
     def _evidence_points_inside(self) -> Self:

@@ -32,7 +32,7 @@ from uuid import UUID
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.documents import Document
 from langchain_core.messages import BaseMessage
-from langchain_core.outputs import ChatGenerationChunk, GenerationChunk
+from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, GenerationChunk, LLMResult
 
 from callbacks.events import (
     CitationData,
@@ -160,10 +160,16 @@ class AnswerEventHandler(BaseCallbackHandler):
         raise_error: bool = False,
         clock: Callable[[], float] = time.perf_counter,
         record: Callable[[str, dict[str, Any]], None] | None = None,
+        trace_id: str | None = None,
     ) -> None:
         """``record`` receives every call the handler acts on, as (hook, JSON-able arguments),
-        so an event log can replay them into a fresh handler (``replay --check``)."""
+        so an event log can replay them into a fresh handler (``replay --check``), and the end
+        of each run, so that a trace can be drawn from them (:mod:`callbacks.tracing`); each
+        but a token's carries ``t_ms``, the time on the events' clock.
+
+        ``trace_id``: the answer's trace (32 hex digits), which ``done`` names."""
         self.request_id = request_id
+        self.trace_id = trace_id
         self.cite_urls = cite_urls
         self.live_citations = live_citations
         self.language = language
@@ -175,6 +181,8 @@ class AnswerEventHandler(BaseCallbackHandler):
         self._emit = emit
         self._clock = clock
         self._started = clock()
+        # The wall clock at t_ms 0, for a trace drawn from the records.
+        self._started_ns = time.time_ns()
         self._seq = 0
         self._lock = threading.Lock()
         self._answer = _Answer()
@@ -185,6 +193,7 @@ class AnswerEventHandler(BaseCallbackHandler):
 
     def _note(self, hook: str, **arguments: Any) -> None:
         if self._record is not None:
+            arguments["t_ms"] = self._elapsed_ms()
             self._record(hook, arguments)
 
     # --- emitting ---------------------------------------------------------------------------
@@ -202,7 +211,13 @@ class AnswerEventHandler(BaseCallbackHandler):
             return event
 
     def start(self, question: str, collections: Sequence[str], options: dict[str, Any]) -> None:
-        self._note("start", question=question, collections=list(collections), options=options)
+        self._note(
+            "start",
+            question=question,
+            collections=list(collections),
+            options=options,
+            started_ns=self._started_ns,
+        )
         data = StartData(question=question, collections=list(collections), options=options)
         self._send(StartEvent, data)
 
@@ -369,6 +384,36 @@ class AnswerEventHandler(BaseCallbackHandler):
         # where whoever debugs the answer reads it.
         self._note("custom_event", run_id=str(run_id), name=name, data=data)
 
+    # --- the ends of runs, for a trace (nothing public) -----------------------------------
+
+    def _ended(self, run_id: UUID, error: BaseException | None = None, **recorded: Any) -> None:
+        if self._record is None or run_id not in self.run_map:
+            return
+        if error is None:
+            self._note("run_end", run_id=str(run_id), **recorded)
+        else:
+            self._note("run_error", run_id=str(run_id), error=redact_secrets(one_line(error)))
+
+    @_guarded
+    def on_chain_end(self, outputs: Any, *, run_id: UUID, **kwargs: Any) -> None:
+        self._ended(run_id)
+
+    @_guarded
+    def on_chain_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
+        self._ended(run_id, error)
+
+    @_guarded
+    def on_llm_end(self, response: LLMResult, *, run_id: UUID, **kwargs: Any) -> None:
+        self._ended(run_id, **_model_usage(response))
+
+    @_guarded
+    def on_llm_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
+        self._ended(run_id, error)
+
+    @_guarded
+    def on_retriever_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
+        self._ended(run_id, error)
+
     # --- the gate -------------------------------------------------------------------------
 
     @_guarded
@@ -424,7 +469,8 @@ class AnswerEventHandler(BaseCallbackHandler):
             token = "".join(
                 part if isinstance(part, str) else str(part.get("text", "")) for part in token
             )
-        self._note("llm_new_token", run_id=str(run_id), token=token)
+        if self._record is not None:  # no clock read: the token event has its time
+            self._record("llm_new_token", {"run_id": str(run_id), "token": token})
         run = self.run_map.get(run_id)
         if run is None or ANSWER_TAG not in run.tags or not self.retrieval_ended or not token:
             return
@@ -596,6 +642,7 @@ class AnswerEventHandler(BaseCallbackHandler):
             ),
             timings=timings,
             language=self.language,
+            trace_id=self.trace_id,
         )
         return self._send(DoneEvent, data)
 
@@ -617,10 +664,32 @@ class AnswerEventHandler(BaseCallbackHandler):
                 state="failed",
                 timings=Timings(total_ms=self._elapsed_ms()),
                 language=self.language,
+                trace_id=self.trace_id,
             )
             return self._send(DoneEvent, bare)
         finally:
             self._record = record
+
+
+def _model_usage(response: LLMResult) -> dict[str, Any]:
+    """What a model said of itself at its end: the model that answered and the tokens it
+    counted, where its provider reports them (an OpenAI-compatible server does)."""
+    found: dict[str, Any] = {}
+    for batch in response.generations:
+        for generation in batch:
+            if not isinstance(generation, ChatGeneration):
+                continue
+            message = generation.message
+            usage = getattr(message, "usage_metadata", None)
+            if usage:
+                found["usage"] = {
+                    "input_tokens": int(usage.get("input_tokens", 0)),
+                    "output_tokens": int(usage.get("output_tokens", 0)),
+                }
+            model = message.response_metadata.get("model_name")
+            if isinstance(model, str) and model:
+                found["model"] = model
+    return found
 
 
 def _evidence_data(item: Evidence) -> EvidenceData:

@@ -34,6 +34,15 @@ class LogHeader:
     host: str | None = None
     process: int | None = None
     created_at: str | None = None  # ISO 8601, UTC
+    # Where the question came from: "http", "sse", "openai", "ai_sdk", "mcp", "cli", "python"
+    # or "runnable"; a trace's root span says it too.
+    surface: str | None = None
+    # The answer's trace, when it was traced: its id (32 hex digits), its root span's id and
+    # the caller's span it continues (16 hex digits each), so that a log exported as spans
+    # (`logs export --otlp`) lands in the very trace the live answer made.
+    trace_id: str | None = None
+    span_id: str | None = None
+    parent_span_id: str | None = None
     # Each field read as missing because it held what we never write: why, in words.
     problems: Mapping[str, str] = field(default_factory=dict)
 
@@ -51,6 +60,10 @@ class LogHeader:
             "host": self.host,
             "process": self.process,
             "created_at": self.created_at,
+            "surface": self.surface,
+            "trace_id": self.trace_id,
+            "span_id": self.span_id,
+            "parent_span_id": self.parent_span_id,
         }
         return {key: value for key, value in written.items() if value is not None}
 
@@ -78,6 +91,15 @@ class LogHeader:
             problems[key] = f"its {key} are not a mapping"
             return {}
 
+        def hex_id(key: str, digits: int) -> str | None:
+            value = record.get(key)
+            if value is None or (
+                isinstance(value, str) and len(value) == digits and _is_lower_hex(value)
+            ):
+                return value
+            problems[key] = f"its {key} is not {digits} hex digits"
+            return None
+
         process = record.get("process")
         if process is not None and (isinstance(process, bool) or not isinstance(process, int)):
             problems["process"] = "its process is not a process id"
@@ -94,8 +116,16 @@ class LogHeader:
             host=text("host"),
             process=process,
             created_at=text("created_at"),
+            surface=text("surface"),
+            trace_id=hex_id("trace_id", 32),
+            span_id=hex_id("span_id", 16),
+            parent_span_id=hex_id("parent_span_id", 16),
             problems=problems,
         )
+
+
+def _is_lower_hex(value: str) -> bool:
+    return all(character in "0123456789abcdef" for character in value)
 
 
 def _history(value: object, problems: dict[str, str]) -> tuple[tuple[str, str], ...]:

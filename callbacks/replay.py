@@ -106,6 +106,8 @@ def _replay_record(handler: AnswerEventHandler, hook: object, record: dict[str, 
         handler.on_custom_event(
             str(record["name"]), record["data"], run_id=_run_id(record.get("run_id"))
         )
+    elif hook in ("run_end", "run_error"):
+        return  # the end of a run: the handler only records it, for a trace
     elif isinstance(hook, str) and hook in _STARTS:
         counted = {"prompt_tokens": record["prompt_tokens"]} if "prompt_tokens" in record else {}
         _STARTS[hook](
@@ -138,6 +140,7 @@ def replay_events(contents: LogContents) -> list[Event]:
         # A log from before answers had a language was answered in English.
         language=_language(options.get("language")),
         raise_error=True,
+        trace_id=contents.header.trace_id,
     )
     for index, record in enumerate(contents.callbacks):
         hook = record.get("hook")

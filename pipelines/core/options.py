@@ -31,15 +31,21 @@ class RequestOptions:
     (None: the setting decides). ``live_citations``: tokens carry their final markers
     (docs/contract.md). ``language``: the asker's language as a BCP 47 tag ("es", "pt-BR":
     the primary tag of a supported language is kept; None: detected from the question), the
-    answer's language and its fixed texts'. ``versions`` is set by the pipeline, never by a
-    caller: the collection versions the request's log header names, which the search then
-    reads."""
+    answer's language and its fixed texts'. ``traceparent`` and ``tracestate``: the W3C
+    Trace Context headers of a caller whose trace the answer joins, when tracing is on (None:
+    the current OpenTelemetry span's, else a new trace). ``surface`` is set by the entry point
+    (``http``, ``sse``, ``openai``, ``ai_sdk``, ``mcp``, ``cli``, ``runnable``; None:
+    ``python``), and ``versions`` by the pipeline, never by a caller: the collection versions
+    the request's log header names, which the search then reads."""
 
     history: tuple[tuple[str, str], ...] = ()
     collections: tuple[str, ...] | None = None
     cite_urls: bool | None = None
     live_citations: bool = False
     language: str | None = None
+    traceparent: str | None = None
+    tracestate: str | None = None
+    surface: str | None = None
     versions: Mapping[str, str] | None = None
 
     def __post_init__(self) -> None:
@@ -54,7 +60,7 @@ class RequestOptions:
     def from_mapping(cls, values: Mapping[str, Any]) -> RequestOptions:
         """The options in a plain mapping (a Runnable's input, minus its question); a key
         given as None counts as absent. Unknown keys are an :class:`InputError` naming them."""
-        accepted = [f.name for f in dataclasses.fields(cls) if f.name != "versions"]
+        accepted = [f.name for f in dataclasses.fields(cls) if f.name not in _SET_INSIDE]
         unknown = sorted(set(values) - set(accepted))
         if unknown:
             raise InputError(
@@ -66,6 +72,10 @@ class RequestOptions:
     def pinned_to(self, versions: Mapping[str, str] | None) -> RequestOptions:
         """These options, searching the given collection versions."""
         return dataclasses.replace(self, versions=versions)
+
+
+# Fields the entry points and the pipeline set, never a caller's options.
+_SET_INSIDE = frozenset({"surface", "versions"})
 
 
 def checked_language(value: object) -> str:
@@ -89,14 +99,17 @@ def _turn(turn: Any) -> tuple[str, str]:
 
 class AskOptions(TypedDict, total=False):
     """:class:`RequestOptions` as a caller of ``stream``, ``invoke``, ``astream`` and
-    ``ainvoke`` spells them (``**options: Unpack[AskOptions]``): every field but ``versions``,
-    which only the pipeline sets. What each means is :class:`RequestOptions`' docstring."""
+    ``ainvoke`` spells them (``**options: Unpack[AskOptions]``): every field but ``surface``
+    and ``versions``, which only the entry points and the pipeline set. What each means is
+    :class:`RequestOptions`' docstring."""
 
     history: History
     collections: Sequence[str] | None
     cite_urls: bool | None
     live_citations: bool
     language: str | None
+    traceparent: str | None
+    tracestate: str | None
 
 
 def asked_options(options: AskOptions) -> RequestOptions:

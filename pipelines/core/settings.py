@@ -159,6 +159,18 @@ class Settings(ReactomeSettings):
         le=1,
         description="the offline judge's score at which a quote supports its sentence",
     )
+    trace_content: bool = Field(
+        default=False,
+        description="with tracing on (OTEL_EXPORTER_OTLP_ENDPOINT), also put the model's "
+        "messages, the answer and the retrieved passages' text in the spans; off: ids, scores, "
+        "names and counts only, as the conventions advise",
+    )
+    trace_url: str | None = Field(
+        default=None,
+        description="a trace's page in your tracing backend, with {trace_id} where its id "
+        "goes (http://phoenix:6006/redirects/traces/{trace_id}): the log page and 'logs show' "
+        "link to it",
+    )
     model_timeout_s: float = Field(default=60.0, gt=0, description="limit on one model call")
     request_timeout_s: float = Field(default=120.0, gt=0, description="limit on one whole answer")
 
@@ -171,6 +183,15 @@ class Settings(ReactomeSettings):
     @classmethod
     def _check_judge(cls, value: str) -> str:
         return _one_of(value, _JUDGE_RE, "a judge", _JUDGE_FORMS)
+
+    @field_validator("trace_url")
+    @classmethod
+    def _check_trace_url(cls, value: str | None) -> str | None:
+        if value is not None and "{trace_id}" not in value:
+            raise ValueError(
+                f"{value[:80]!r} has no {{trace_id}}; put it where the trace's id goes"
+            )
+        return value
 
     @field_validator("embeddings")
     @classmethod

@@ -9,6 +9,7 @@ agree.
 __all__ = [
     "ANSWER_TAG",
     "EVIDENCE_FAILED",
+    "EVIDENCE_STARTED",
     "EXPANDER_TAG",
     "EXPANSION_RECORD",
     "REFUSAL_EVENT",
@@ -29,6 +30,9 @@ REFUSAL_EVENT = "reactome-answers:refusal"
 # The evidence judge failed (a model judge's server, say): the answer went on without
 # evidence, and this custom event tells the log why.
 EVIDENCE_FAILED = "reactome-answers:evidence-failed"
+# The evidence judge was handed the answer's claims (``{"judge", "claims"}``): when the
+# evidence step began, for a trace's evidence span; the log keeps it, a replay emits nothing.
+EVIDENCE_STARTED = "reactome-answers:evidence-started"
 # The custom callback event that records what was searched for: the standalone question (made
 # from the history) first, then the alternative queries, and the collections. The event log
 # keeps it, so a conversation's follow-up shows what it was taken to mean.

@@ -43,9 +43,28 @@ from pipelines.retrieval.advice import AdviceGate
 from pipelines.retrieval.refusal_rules import ADVICE_REFUSAL, Refusal, rule_refusal
 
 if TYPE_CHECKING:
+    from opentelemetry.sdk.trace.export import SpanExporter
+
+    from callbacks.tracing.tracer import AnswerTracer
     from pipelines.retrieval.retriever import ReactomeRetriever
 
 __all__ = ["AnswerPipeline", "History", "nothing_found_text"]
+
+
+def _tracer(exporter: SpanExporter | None, *, content: bool) -> AnswerTracer | None:
+    """Who traces this pipeline's answers: the exporter given, else the one the standard
+    variables configure, else nobody (and nothing of OpenTelemetry is imported)."""
+    if exporter is not None:
+        from callbacks.tracing.tracer import AnswerTracer
+
+        return AnswerTracer(exporter, where="the span exporter given", content=content)
+    from callbacks.tracing.settings import TraceSettings
+
+    if TraceSettings.from_environ() is None:
+        return None
+    from callbacks.tracing.tracer import tracer_from_environ
+
+    return tracer_from_environ(content=content)
 
 
 def nothing_found_text() -> str:
@@ -68,6 +87,7 @@ class AnswerPipeline:
         retriever: Runnable[str, list[Document]] | None = None,
         raise_handler_errors: bool = True,
         callbacks: Sequence[BaseCallbackHandler] = (),
+        span_exporter: SpanExporter | None = None,
     ) -> None:
         """Everything is built from ``settings`` unless given: tests and embedders can pass
         their own models, embeddings, Chroma client, or a whole retriever (any Runnable from a
@@ -79,12 +99,18 @@ class AnswerPipeline:
         ``callbacks``: more LangChain callback handlers for every request, beside ours: a
         tracer sees the run tree (the chain, its retrieval run with the expander's model run
         inside, and the answer model's run, each tagged). LangSmith's own tracer needs none:
-        ``LANGSMITH_TRACING=true`` adds it (docs/deployment.md)."""
+        ``LANGSMITH_TRACING=true`` adds it (docs/deployment.md).
+
+        ``span_exporter``: an OpenTelemetry exporter that every answer's trace goes to (the
+        SDK's in-memory one in a test, say); without one, answers are traced when the
+        standard variables name an endpoint (``OTEL_EXPORTER_OTLP_ENDPOINT``;
+        docs/operations.md), and nothing of OpenTelemetry is loaded otherwise."""
         self.settings = settings or load_settings()
         self._outside_retriever = retriever
         self.logs = RequestLogs(self.settings)
         self.raise_handler_errors = raise_handler_errors
         self.callbacks = list(callbacks)
+        self.tracer = _tracer(span_exporter, content=self.settings.trace_content)
         self._sync = SyncRunner()
         # The sync runner's thread ends with the pipeline: nothing else holds its loop.
         weakref.finalize(self, self._sync.stop)

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from langchain_core.callbacks import BaseCallbackHandler
     from langchain_core.runnables import Runnable
 
+    from callbacks.tracing.tracer import AnswerTracer
     from pipelines.evidence.judges import EvidenceJudge
     from pipelines.pipeline._logs import RequestLogs
     from pipelines.pipeline._operator import PipelineOperator
@@ -47,6 +48,7 @@ class RequestParts(Protocol):
     logs: RequestLogs
     callbacks: list[BaseCallbackHandler]
     observers: list[AnswerObserver]
+    tracer: AnswerTracer | None
 
     @property
     def retrieval(self) -> Retrieval: ...

@@ -25,13 +25,14 @@ from pipelines.core.errors import ErrorCode, PersonalAdviceError, ReactomeAnswer
 from pipelines.core.normalize import normalize_question
 from pipelines.core.options import RequestOptions
 from pipelines.core.redaction import one_line, redact_secrets
-from pipelines.core.tags import EVIDENCE_FAILED, REFUSAL_EVENT
+from pipelines.core.tags import EVIDENCE_FAILED, EVIDENCE_STARTED, REFUSAL_EVENT
 from pipelines.evidence.claims import Claim, Verdict
 from pipelines.evidence.judges import judge_key
 from pipelines.language import DEFAULT_LANGUAGE, detect_language
 from pipelines.retrieval.refusal_rules import ADVICE_REFUSAL, Refusal
 
 if TYPE_CHECKING:
+    from callbacks.tracing.tracer import TraceRecorder
     from pipelines.pipeline._parts import RequestParts
 
 __all__ = ["REFUSAL_EVENT", "AnswerRun"]
@@ -117,6 +118,11 @@ class AnswerRun:
             given or detect_language(self.normalized, "") or _conversation_language(options)
         )
         self.options = options = dataclasses.replace(options, language=self.language)
+        self.surface = options.surface or "python"
+        # The trace the answer joins, fixed before it starts (the log header and done name
+        # it); None when it is not traced.
+        tracer = pipeline.tracer
+        self.trace = tracer.begin(options.traceparent, options.tracestate) if tracer else None
         self.start_options = {
             "llm": self.settings.llm,
             "cite_urls": self.cite,
@@ -140,6 +146,27 @@ class AnswerRun:
             language=self.language,
             raise_error=self.pipeline.raise_handler_errors,
             record=record or (log.callback if log is not None else None),
+            trace_id=self.trace.trace_id if self.trace is not None else None,
+        )
+
+    def _header(self, releases: dict[str, Any] | None = None) -> LogHeader:
+        """What the request's log opens with, and its trace's spans are drawn under."""
+        trace = self.trace
+        return LogHeader(
+            request_id=self.request_id,
+            question=self.shown,
+            normalized_question=redact_secrets(self.normalized),
+            # What the expander and the model saw before the question.
+            history=tuple(
+                (role, redact_secrets(content)) for role, content in self.options.history
+            ),
+            collections=tuple(self.options.collections or ("auto",)),
+            releases=releases or {},
+            options=self.start_options,
+            surface=self.surface,
+            trace_id=trace.trace_id if trace is not None else None,
+            span_id=trace.span_id if trace is not None else None,
+            parent_span_id=trace.parent_span_id if trace is not None else None,
         )
 
     # --- the log ---------------------------------------------------------------------------
@@ -151,19 +178,7 @@ class AnswerRun:
             releases = self.pipeline.operator.collection_releases()
         except Exception:  # a log header is never worth failing a request
             releases = {}
-        header = LogHeader(
-            request_id=self.request_id,
-            question=self.shown,
-            normalized_question=redact_secrets(self.normalized),
-            # What the expander and the model saw before the question.
-            history=tuple(
-                (role, redact_secrets(content)) for role, content in self.options.history
-            ),
-            collections=tuple(self.options.collections or ("auto",)),
-            releases=releases,
-            options=self.start_options,
-        )
-        log = self.pipeline.logs.open(header)
+        log = self.pipeline.logs.open(self._header(releases))
         pinned = {name: str(release["version"]) for name, release in releases.items()}
         return log, pinned or None
 
@@ -263,6 +278,9 @@ class AnswerRun:
             )
             if not claims:
                 return []
+            # When the step began and who rules, for a trace's evidence span.
+            started = {"judge": self.settings.evidence_judge, "claims": len(claims)}
+            handler.on_custom_event(EVIDENCE_STARTED, started, run_id=uuid.uuid4())
             async with asyncio.timeout(limit):
                 found = await judge.judge(claims)
         except Exception as error:
@@ -284,6 +302,26 @@ class AnswerRun:
             why = one_line(problem) if problem is not None else "cancelled"
             handler.fail(ErrorCode.INTERNAL, f"the answer stopped unexpectedly ({why})")
 
+    @staticmethod
+    def _recording(
+        log: EventLog | None, traced: TraceRecorder | None
+    ) -> Callable[[str, dict[str, Any]], None] | None:
+        """What the handler's records go to: the log and the trace, on the loop's thread."""
+        if log is None and traced is None:
+            return None
+        if traced is None:
+            assert log is not None
+            return _on_loop(log.callback)
+        if log is None:
+            return _on_loop(traced.callback)
+        log_callback, trace_callback = log.callback, traced.callback
+
+        def both(hook: str, arguments: dict[str, Any]) -> None:
+            log_callback(hook, arguments)
+            trace_callback(hook, arguments)
+
+        return _on_loop(both)
+
     async def events(self) -> AsyncGenerator[Event, None]:
         """``start``, ``citation``..., ``token``..., ``done``; leaving early cancels the work."""
         catalog_for(self.settings).check(self.options.collections or ())
@@ -303,6 +341,8 @@ class AnswerRun:
         observers = list(self.pipeline.observers)
         tokens = 0
         finished = False
+        tracer = self.pipeline.tracer
+        traced = tracer.recorder(self.trace) if tracer and self.trace else None
 
         @_on_loop  # finishing runs in a worker thread and emits from there
         def emit(event: Event) -> None:
@@ -310,6 +350,8 @@ class AnswerRun:
             events.put_nowait(event)
             if log is not None:
                 log.event(event)
+            if traced is not None:
+                traced.event(event)
             if observers:
                 if isinstance(event, TokenEvent):
                     tokens += 1
@@ -324,12 +366,14 @@ class AnswerRun:
             nonlocal finished
             if log is not None:
                 log.close()
+            if traced is not None:
+                traced.submit(self._header())
             if not finished:
                 finished = True
                 for observer in observers:
                     observer.answer_finished(None, tokens)
 
-        handler = self._handler(emit, log, record=_on_loop(log.callback) if log else None)
+        handler = self._handler(emit, log, record=self._recording(log, traced))
         for observer in observers:
             observer.answer_started()
         handler.start(self.shown, self.collections, self.start_options)

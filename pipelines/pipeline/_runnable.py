@@ -10,6 +10,7 @@ Runnable shows ``citation``, ``reference``, ``token`` and ``done`` in the stream
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.callbacks import (
@@ -40,7 +41,8 @@ def _arguments(inputs: Any) -> tuple[str, RequestOptions]:
             '"language"?: "es"}',
         )
     options = {key: value for key, value in inputs.items() if key != "question"}
-    return inputs["question"], RequestOptions.from_mapping(options)
+    asked = RequestOptions.from_mapping(options)
+    return inputs["question"], dataclasses.replace(asked, surface="runnable")
 
 
 def _custom(event: Event) -> tuple[str, dict[str, Any]]:

@@ -316,9 +316,11 @@ def test_the_methods_options_are_the_request_options_a_caller_may_set() -> None:
     # Decision 0040: a new option is a field of RequestOptions and a key of AskOptions, and
     # no method's signature changes.
     fields = {field.name for field in dataclasses.fields(RequestOptions)}
-    assert set(AskOptions.__annotations__) == fields - {"versions"}
+    assert set(AskOptions.__annotations__) == fields - {"surface", "versions"}
     with pytest.raises(TypeError, match="unexpected keyword argument 'versions'"):
         AnswerPipeline().stream("What is ABCA1?", versions={"reactome": "v1"})  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="unexpected keyword argument 'surface'"):
+        AnswerPipeline().stream("What is ABCA1?", surface="http")  # type: ignore[call-arg]
 
 
 @pytest.mark.slow  # mypy without its cache, over everything the snippet imports

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -146,6 +147,7 @@ def print_answer(
     """Stream one answer to stdout as ``ask`` shows it (a failure's message to stderr); the
     ``done`` data."""
     from app.links import reference_link
+    from pipelines.core.options import RequestOptions
     from pipelines.language import fixed_text
     from pipelines.pipeline import answer_result
 
@@ -154,13 +156,18 @@ def print_answer(
     show_evidence = getattr(args, "show_evidence", False)
     streamed: list[str] = []
     events: list[Event] = []
-    answer = pipeline.stream(
-        question,
-        history=history,
+    options = RequestOptions(
+        history=tuple(history or ()),
         collections=args.collections,
         live_citations=args.live_citations,
         language=args.language,
+        # A program that starts us inside its own trace passes it as the environment
+        # carrier does (OpenTelemetry's TRACEPARENT and TRACESTATE variables).
+        traceparent=os.environ.get("TRACEPARENT"),
+        tracestate=os.environ.get("TRACESTATE"),
+        surface="cli",
     )
+    answer = pipeline.stream_options(question, options)
     for event in answer:
         events.append(event)
         if as_events:

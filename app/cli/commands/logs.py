@@ -1,6 +1,6 @@
-"""``reactome-answers logs``: list, show, view, measure, re-ask and prune the recorded event
-logs; the home of every look into what happened in one answer (``replay`` keeps its older
-spellings of two of them, :mod:`app.cli.commands.replay`)."""
+"""``reactome-answers logs``: list, show, view, measure, re-ask, export (as OpenTelemetry
+traces) and prune the recorded event logs; the home of every look into what happened in one
+answer (``replay`` keeps its older spellings of two of them, :mod:`app.cli.commands.replay`)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from pipelines.core.settings import Settings
 
 __all__ = ["CANDIDATES_HELP", "SUMMARY", "add_arguments", "print_candidates", "run"]
 
-SUMMARY = "list, show, view, measure, re-ask and prune the recorded event logs"
+SUMMARY = "list, show, view, measure, re-ask, export and prune the recorded event logs"
 
 CANDIDATES_HELP = (
     "print the candidates the retriever considered, as a table (ranks, scores, and kept with "
@@ -69,6 +69,32 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="FILE.png",
         help="also draw first-token time against the number of references, one dot per "
         "answer (needs matplotlib)",
+    )
+    export = actions.add_parser(
+        "export",
+        help="turn recorded logs into OpenTelemetry traces: sent to the collector the "
+        "OTEL_EXPORTER_OTLP_* variables name, or written as OTLP JSON lines",
+        description="Each log becomes the spans its live answer made (docs/operations.md), "
+        "with the recorded times: sent to the collector OTEL_EXPORTER_OTLP_ENDPOINT (or "
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) names, or with --output written to FILE as OTLP "
+        "JSON lines, one line per log, which a collector's otlpjsonfile receiver reads. A log "
+        "of a traced answer lands in its own trace; the others get ids from their request id, "
+        "so exporting twice sends the same spans. Without LOG, the logs --last, --since and "
+        "--state select (all by default).",
+    )
+    export.add_argument(
+        "--otlp",
+        action="store_true",
+        required=True,
+        help="as OpenTelemetry spans (OTLP), the one format there is",
+    )
+    export.add_argument("logs", nargs="*", metavar="LOG", help="log files or request ids")
+    add_selection_arguments(export)
+    export.add_argument(
+        "--output",
+        type=Path,
+        metavar="FILE",
+        help="append OTLP JSON lines to FILE ('-': standard output) instead of sending them",
     )
     prune = actions.add_parser(
         "prune",
@@ -122,6 +148,8 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         return 0
     if args.action == "list":
         return _list(args, settings)
+    if args.action == "export":
+        return _export(args, settings)
     if args.action == "stats" and args.log is None:
         return _stats_of_many(args, settings)
     if args.action == "stats" and (args.last or args.since or args.state or args.plot):
@@ -194,6 +222,56 @@ def _stats_of_many(args: argparse.Namespace, settings: Settings) -> int:
         return 0
     print("\n".join(summary_lines(summary)))
     return 0
+
+
+def _export(args: argparse.Namespace, settings: Settings) -> int:
+    from callbacks.tracing.log_export import export_logs
+    from callbacks.tracing.settings import TraceSettings
+
+    if args.logs and (args.last or args.since):
+        raise InputError(
+            "--last and --since select logs; LOG names them",
+            fix="give either log names or the selection, not both",
+        )
+    paths = [find_log(settings, log) for log in args.logs] or selected_log_paths(
+        args, settings.logs_dir
+    )
+    options: dict[str, Any] = {"content": settings.trace_content, "state": args.state}
+    if args.output is not None:
+        if str(args.output) == "-":
+            summary = export_logs(paths, output=sys.stdout, **options)
+            where = "standard output"
+        else:
+            try:
+                with args.output.open("a", encoding="utf-8") as stream:
+                    summary = export_logs(paths, output=stream, **options)
+            except OSError as error:
+                raise InputError(
+                    f"cannot write {args.output} ({error.strerror or error})",
+                    fix="give a file in a folder you can write to",
+                ) from None
+            where = str(args.output)
+    else:
+        traced = TraceSettings.from_environ()
+        if traced is None:
+            raise InputError(
+                "no collector to send the spans to",
+                fix="set OTEL_EXPORTER_OTLP_ENDPOINT (http://127.0.0.1:4318, say), or write "
+                "them to a file with --output FILE",
+            )
+        from callbacks.tracing.otlp import make_exporter
+
+        exporter = make_exporter(traced)
+        try:
+            summary = export_logs(paths, exporter=exporter, where=traced.endpoint, **options)
+        finally:
+            exporter.shutdown()
+        where = traced.endpoint
+    for path, why in summary.skipped:
+        print(f"reactome-answers: skipped {path}: {why}", file=sys.stderr)
+    logs = "1 log" if summary.logs == 1 else f"{summary.logs} logs"
+    print(f"reactome-answers: exported {logs} ({summary.spans} spans) to {where}", file=sys.stderr)
+    return 1 if summary.skipped else 0
 
 
 def _prune(args: argparse.Namespace, settings: Settings) -> int:

@@ -32,6 +32,7 @@ from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, CallToolResult, TextConten
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from app.http.models import MAX_TURN_CHARS, MAX_TURNS
+from app.http.trace_headers import traced_options
 from app.links import reference_link, sources_markdown
 from callbacks.events import (
     CitationEvent,
@@ -207,6 +208,9 @@ def mcp_server(pipeline: AnswerPipeline, catalog: Catalog) -> MCPServer:
             live_citations=True,
             language=_checked_language(language),
         )
+        # Over HTTP, the request that carried the call: its trace headers (none over stdio).
+        carried = getattr(ctx.request_context, "request", None)
+        options = traced_options(options, getattr(carried, "headers", None), "mcp")
         return await _answer(pipeline, question, options, ctx.report_progress)
 
     @server.tool(

@@ -54,6 +54,7 @@ from app.http.protocols.chat import (
     split_conversation,
     text_of_parts,
 )
+from app.http.trace_headers import traced_options
 from app.links import reference_link
 from callbacks.events import (
     DoneEvent,
@@ -63,6 +64,7 @@ from callbacks.events import (
     ReferenceEvent,
     TokenEvent,
 )
+from pipelines.core.options import RequestOptions
 from pipelines.core.validation import validation_line
 from pipelines.pipeline import AnswerPipeline
 from pipelines.retrieval.refusal_rules import question_too_long
@@ -175,29 +177,24 @@ async def chat(request: Request, pipeline: PipelineDep, settings: SettingsDep) -
     length = question_too_long(question, settings.max_question_chars)
     if length is not None:
         return error_response(422, "bad_input", length)
+    options = RequestOptions(
+        history=tuple(history),
+        cite_urls=body.cite_urls,
+        live_citations=True,
+        language=body.language,
+    )
     return StreamingResponse(
-        _stream(pipeline, question, history, body.cite_urls, body.language),
+        _stream(pipeline, question, traced_options(options, request.headers, "ai_sdk")),
         media_type="text/event-stream",
         headers=UI_STREAM_HEADERS,
     )
 
 
 async def _stream(
-    pipeline: AnswerPipeline,
-    question: str,
-    history: list[tuple[str, str]],
-    cite_urls: bool | None,
-    language: str | None = None,
+    pipeline: AnswerPipeline, question: str, options: RequestOptions
 ) -> AsyncIterator[bytes]:
     request_id = uuid.uuid4().hex
-    events = pipeline.astream(
-        question,
-        history=history,
-        cite_urls=cite_urls,
-        live_citations=True,
-        language=language,
-        request_id=request_id,
-    )
+    events = pipeline.events(question, options, request_id=request_id)
     sent: set[int] = set()  # references already sent as source parts
     text_open = False
     error: ErrorEvent | None = None  # held until done: useChat reads nothing after it

@@ -30,6 +30,7 @@ from app.http.errors import error_response, http_status_for
 from app.http.middleware.access import AnswerRoute
 from app.http.models import MAX_TURN_CHARS, MAX_TURNS, AnswerRequest, Limits
 from app.http.routes.feedback import rates_answers
+from app.http.trace_headers import traced_options
 from callbacks.events import to_sse
 from pipelines.pipeline import answer_result
 from pipelines.retrieval.refusal_rules import question_too_long
@@ -109,7 +110,8 @@ def native_router(request_model: type[AnswerRequest]) -> APIRouter:
         too_long = _too_long(body, settings.max_question_chars)
         if too_long is not None:
             return too_long
-        events = pipeline.events(body.question, body.options(), request_id=uuid.uuid4().hex)
+        options = traced_options(body.options(), request.headers, "http")
+        events = pipeline.events(body.question, options, request_id=uuid.uuid4().hex)
         collected = await events_unless_client_leaves(request.receive, events)
         if collected is None:  # nobody is there to read it; the metrics count it so
             return Response(status_code=CLIENT_LEFT_STATUS)
@@ -121,12 +123,13 @@ def native_router(request_model: type[AnswerRequest]) -> APIRouter:
     @answering.post("/answer/stream", summary="Answer a question as Server-Sent Events")
     @_body_is(request_model)
     async def answer_stream(
-        body: AnswerRequest, pipeline: PipelineDep, settings: SettingsDep
+        body: AnswerRequest, request: Request, pipeline: PipelineDep, settings: SettingsDep
     ) -> Any:
         too_long = _too_long(body, settings.max_question_chars)
         if too_long is not None:
             return too_long
-        events = pipeline.events(body.question, body.options(), request_id=uuid.uuid4().hex)
+        options = traced_options(body.options(), request.headers, "sse")
+        events = pipeline.events(body.question, options, request_id=uuid.uuid4().hex)
 
         async def frames() -> AsyncIterator[bytes]:
             try:

@@ -50,6 +50,7 @@ from app.http.protocols.chat import (
 from app.http.protocols.openai_annotations import evidence_json, url_citations
 from app.http.protocols.openai_sources import without_our_sources
 from app.http.settings import ServerSettings
+from app.http.trace_headers import traced_options
 from app.links import reference_link, sources_markdown
 from callbacks.events import DoneEvent, ErrorEvent, Event, Reference, TokenEvent
 from pipelines.core.options import RequestOptions
@@ -202,7 +203,11 @@ async def chat_completions(
         return openai_error_response(400, problem, "bad_input", "messages")
     request_id = uuid.uuid4().hex
     completion_id = f"chatcmpl-{request_id}"
-    options = RequestOptions(history=tuple(history), live_citations=True, language=body.language)
+    options = traced_options(
+        RequestOptions(history=tuple(history), live_citations=True, language=body.language),
+        request.headers,
+        "openai",
+    )
     if not body.stream:
         events = pipeline.events(question, options, request_id=request_id)
         collected = await events_unless_client_leaves(request.receive, events)

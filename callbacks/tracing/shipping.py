@@ -1,0 +1,166 @@
+"""Answers' spans sent from a thread of their own, so that no collector can slow an answer.
+
+Each answer hands over a function that builds its spans; the thread builds them, batches
+them and calls the exporter. The queue is bounded: when the collector is down or slow and it
+fills, an answer's spans are dropped, counted (``reactome_answers_trace_spans_dropped_total``)
+and never waited for. One line goes to stderr when export starts failing and one when it
+recovers, however many batches fail in between; the exporter's own log lines, one per failed
+batch, are held back (its last problem is in ours).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import threading
+from collections import deque
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+from pipelines.core.redaction import one_line, redact_secrets
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace import ReadableSpan
+    from opentelemetry.sdk.trace.export import SpanExporter
+
+__all__ = ["SpanShipper"]
+
+SpanBuilder = Callable[[], Sequence["ReadableSpan"]]
+
+# Answers taken from the queue at once: their spans go out in as few calls as fit a batch.
+_ANSWERS_PER_TAKE = 64
+
+
+def _warn(line: str) -> None:
+    print(f"reactome-answers: {line}", file=sys.stderr, flush=True)
+
+
+class SpanShipper:
+    """Builds and exports answers' spans in a daemon thread; see the module's docstring.
+
+    ``max_answers`` bounds the answers waiting; ``batch_spans`` is how many spans one export
+    call carries at most (an answer's spans are never split)."""
+
+    def __init__(
+        self,
+        exporter: SpanExporter,
+        *,
+        where: str,
+        max_answers: int = 512,
+        batch_spans: int = 512,
+    ) -> None:
+        self.exporter = exporter
+        self.where = where
+        self.max_answers = max_answers
+        self.batch_spans = batch_spans
+        self.exported = 0  # spans the collector took
+        self.dropped = 0  # spans lost: the queue was full, or the export failed
+        self.failing = False
+        self._waiting: deque[SpanBuilder] = deque()
+        self._busy = 0  # answers taken from the queue and not yet exported
+        self._changed = threading.Condition()
+        self._stopped = False
+        self._thread: threading.Thread | None = None
+
+    def submit(self, build: SpanBuilder) -> None:
+        """Queue an answer's spans; never blocks. A full queue drops them (counted)."""
+        with self._changed:
+            if self._stopped:
+                return
+            if len(self._waiting) < self.max_answers:
+                self._waiting.append(build)
+                self._changed.notify_all()
+                if self._thread is None:
+                    self._thread = threading.Thread(
+                        target=self._run, name="reactome-answers-spans", daemon=True
+                    )
+                    self._thread.start()
+                return
+        dropped = len(self._built(build))
+        with self._changed:
+            self.dropped += dropped
+
+    def flush(self, timeout_s: float = 30.0) -> bool:
+        """Wait until every answer queued so far was exported or dropped; False when
+        ``timeout_s`` passed first."""
+        with self._changed:
+            return self._changed.wait_for(
+                lambda: not self._waiting and not self._busy, timeout=timeout_s
+            )
+
+    def shutdown(self, timeout_s: float = 5.0) -> None:
+        """Export what is queued (for at most ``timeout_s``), then stop."""
+        self.flush(timeout_s)
+        with self._changed:
+            self._stopped = True
+            self._changed.notify_all()
+        # Already shut, or its connection already gone: nothing more to send.
+        with contextlib.suppress(Exception):
+            self.exporter.shutdown()
+
+    def _take(self) -> list[SpanBuilder] | None:
+        with self._changed:
+            self._changed.wait_for(lambda: self._waiting or self._stopped)
+            if not self._waiting:
+                return None
+            taken = [self._waiting.popleft()]
+            while self._waiting and len(taken) < _ANSWERS_PER_TAKE:
+                taken.append(self._waiting.popleft())
+            self._busy += len(taken)
+            return taken
+
+    def _run(self) -> None:
+        while True:
+            taken = self._take()
+            if taken is None:
+                return
+            try:
+                batch: list[ReadableSpan] = []
+                for build in taken:
+                    spans = self._built(build)
+                    if batch and len(batch) + len(spans) > self.batch_spans:
+                        self._export(batch)
+                        batch = []
+                    batch.extend(spans)
+                if batch:
+                    self._export(batch)
+            finally:
+                with self._changed:
+                    self._busy -= len(taken)
+                    self._changed.notify_all()
+
+    @staticmethod
+    def _built(build: SpanBuilder) -> Sequence[ReadableSpan]:
+        try:
+            return build()
+        except Exception as error:  # a trace is never worth more than a line
+            _warn(f"warning: an answer's trace was not drawn ({one_line(error)})")
+            return ()
+
+    def _export(self, batch: list[ReadableSpan]) -> None:
+        from opentelemetry.sdk.trace.export import SpanExportResult
+
+        from callbacks.tracing.otlp import EXPORTER_PROBLEMS
+
+        EXPORTER_PROBLEMS.first = None
+        try:
+            result = self.exporter.export(batch)
+            problem = EXPORTER_PROBLEMS.first
+        except Exception as error:
+            result, problem = None, one_line(error)
+        with self._changed:
+            if result == SpanExportResult.SUCCESS:
+                self.exported += len(batch)
+                if self.failing:
+                    self.failing = False
+                    _warn(f"trace export to {self.where} works again")
+                return
+            self.dropped += len(batch)
+            if self.failing:
+                return
+            self.failing = True
+        why = f" ({redact_secrets(problem)})" if problem else ""
+        _warn(
+            f"warning: trace export to {self.where} is failing{why}; spans are dropped and "
+            "counted until it works again"
+        )
