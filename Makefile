@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: install install-llamacpp install-browser install-node install-redis install-apertium install-ai-sdk test test-fast lint typecheck unit demo bench bench-quick eval bench-ingest soak clean
+.PHONY: install install-llamacpp install-browser install-node install-redis install-apertium install-ai-sdk install-phoenix test test-fast lint typecheck unit demo bench bench-quick eval bench-ingest soak clean
 
 # Reinstall only when the project's metadata changes; the stamp lives inside the venv so
 # deleting .venv starts over cleanly. The offline embedding model's tokenizer comes with
@@ -68,6 +68,19 @@ $(AI_SDK)/node_modules/.installed: $(AI_SDK)/package-lock.json | install-node
 
 install-ai-sdk: $(AI_SDK)/node_modules/.installed
 
+# Arize Phoenix from PyPI, for the tests that read our traces back with its own client
+# (tests/tracing/test_phoenix.py): in a virtual environment of its own, since its
+# dependencies are not ours; kept per version, so the install (about 860 MB) happens once.
+PHOENIX_VERSION := 20.26.1
+PHOENIX_VENV := $(HOME)/.cache/reactome-answers/phoenix-venv-$(PHOENIX_VERSION)
+$(PHOENIX_VENV)/.installed:
+	rm -rf $(PHOENIX_VENV)
+	$(PYTHON) -m venv $(PHOENIX_VENV)
+	$(PHOENIX_VENV)/bin/python -m pip install --quiet 'arize-phoenix==$(PHOENIX_VERSION)'
+	touch $@
+
+install-phoenix: $(PHOENIX_VENV)/.installed
+
 test: lint typecheck unit
 
 lint: $(BIN)/.installed
@@ -81,9 +94,11 @@ typecheck: $(BIN)/.installed
 # over them must show the citation gate held in every answer with citations and tokens.
 SUITE_HOME := build/suite-home
 
-unit: $(BIN)/.installed install-browser install-node install-ai-sdk install-redis install-apertium
+unit: $(BIN)/.installed install-browser install-node install-ai-sdk install-redis install-apertium \
+	install-phoenix
 	rm -rf $(SUITE_HOME)
-	REACTOME_SUITE_LOGS=$(CURDIR)/$(SUITE_HOME)/logs $(BIN)/pytest
+	REACTOME_SUITE_LOGS=$(CURDIR)/$(SUITE_HOME)/logs REACTOME_TEST_PHOENIX_VENV=$(PHOENIX_VENV) \
+		$(BIN)/pytest
 	REACTOME_ANSWERS_LOGS_DIR=$(SUITE_HOME)/logs $(BIN)/reactome-answers --home $(SUITE_HOME) \
 		logs stats --json > build/suite-logs-stats.json
 	$(BIN)/python -m tests.suite_gate build/suite-logs-stats.json

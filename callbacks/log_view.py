@@ -40,7 +40,7 @@ from callbacks.log_records import (
 from pipelines.core.tags import EXPANSION_RECORD
 from pipelines.retrieval.retrieval_record import RetrievalRecord
 
-__all__ = ["SUMMARY_CHARS", "VIEW_VERSION", "log_view", "read_log_view", "shorten"]
+__all__ = ["SUMMARY_CHARS", "VIEW_VERSION", "log_view", "read_log_view", "shorten", "trace_link"]
 
 E = TypeVar("E")
 
@@ -61,15 +61,29 @@ _CANDIDATE_FIELDS = (
 )
 
 
-def read_log_view(path: Path) -> dict[str, Any]:
+def read_log_view(path: Path, trace_url: str | None = None) -> dict[str, Any]:
     """The view of the log at ``path``, with the feedback stored beside it; an
     :class:`~pipelines.core.errors.EventLogError` when it cannot be read."""
-    return log_view(read_log(path), feedback=read_feedback(path))
+    return log_view(read_log(path), feedback=read_feedback(path), trace_url=trace_url)
 
 
-def log_view(contents: LogContents, feedback: dict[str, Any] | None = None) -> dict[str, Any]:
+def trace_link(trace_id: str | None, trace_url: str | None) -> str | None:
+    """The page of the trace ``trace_id`` in the operator's tracing backend: ``trace_url``
+    (``REACTOME_ANSWERS_TRACE_URL``) with the id in place of ``{trace_id}``; None without
+    either, or when the template is no http(s) address (a page links to nothing else)."""
+    if not trace_id or not trace_url or not trace_url.startswith(("http://", "https://")):
+        return None
+    return trace_url.replace("{trace_id}", trace_id)
+
+
+def log_view(
+    contents: LogContents,
+    feedback: dict[str, Any] | None = None,
+    trace_url: str | None = None,
+) -> dict[str, Any]:
     """What the page shows of one log (see the module's docstring); ``feedback`` is
-    :func:`callbacks.feedback.read_feedback`'s, passed in so that this reads no file."""
+    :func:`callbacks.feedback.read_feedback`'s, passed in so that this reads no file;
+    ``trace_url`` the settings' template of a trace's page (:func:`trace_link`)."""
     header = contents.header
     done = _last(contents.events, DoneEvent)
     start = _last(contents.events, StartEvent)
@@ -80,6 +94,8 @@ def log_view(contents: LogContents, feedback: dict[str, Any] | None = None) -> d
         "view": VIEW_VERSION,
         "request_id": header.request_id,
         "created_at": header.created_at,
+        "trace_id": header.trace_id,
+        "trace_url": trace_link(header.trace_id, trace_url),
         "state": done.data.state if done else "incomplete",
         "question": header.question or "",
         "normalized_question": header.normalized_question,

@@ -208,6 +208,8 @@ def create_app(
     )
     metrics = ServerMetrics()
     shared.observers.append(metrics)
+    if shared.tracer is not None:
+        shared.tracer.shipper.on_dropped.append(metrics.spans_were_dropped)
     limits = shared_limits_for(server, metrics)
     share(app, settings, server, pipeline=shared, catalog=catalog, metrics=metrics)
     app.state.shared_limits = limits

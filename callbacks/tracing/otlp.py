@@ -8,6 +8,7 @@ its exporters twice that, which no answer untraced and no command line pays.
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import logging
 from collections.abc import Sequence
@@ -75,6 +76,7 @@ _KINDS = {
 }
 
 
+@functools.cache  # read from the installed metadata: a parse of a file, once
 def _our_version() -> str:
     try:
         return version("reactome-answers")

@@ -1,11 +1,16 @@
 """Answers' spans sent from a thread of their own, so that no collector can slow an answer.
 
 Each answer hands over a function that builds its spans; the thread builds them, batches
-them and calls the exporter. The queue is bounded: when the collector is down or slow and it
-fills, an answer's spans are dropped, counted (``reactome_answers_trace_spans_dropped_total``)
-and never waited for. One line goes to stderr when export starts failing and one when it
-recovers, however many batches fail in between; the exporter's own log lines, one per failed
-batch, are held back (its last problem is in ours).
+them and calls the exporter, as the SDK's batch processor does: when 64 answers wait, when
+the oldest has waited ``OTEL_BSP_SCHEDULE_DELAY`` (5 s), or when someone flushes (at exit,
+say). Drawing the spans later rather than as each answer ends keeps that work from
+competing with the end of the answer it is for.
+
+The queue is bounded: when the collector is down or slow and it fills, an answer's spans are
+dropped, counted (``reactome_answers_trace_spans_dropped_total``) and never waited for. One
+line goes to stderr when export starts failing and one when it recovers, however many
+batches fail in between; the exporter's own log lines, one per retry and per failed batch,
+are held back (the first problem it names is in ours).
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import sys
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
@@ -48,16 +54,23 @@ class SpanShipper:
         where: str,
         max_answers: int = 512,
         batch_spans: int = 512,
+        delay_s: float = 5.0,
     ) -> None:
         self.exporter = exporter
         self.where = where
         self.max_answers = max_answers
         self.batch_spans = batch_spans
+        self.delay_s = delay_s
         self.exported = 0  # spans the collector took
         self.dropped = 0  # spans lost: the queue was full, or the export failed
         self.failing = False
-        self._waiting: deque[SpanBuilder] = deque()
+        # Told of each drop, with how many spans (the server's /metrics counter); called from
+        # the shipping thread or the answer's, so it must be quick and thread-safe.
+        self.on_dropped: list[Callable[[int], None]] = []
+        # (when it was queued, time.monotonic; its spans to draw), oldest first
+        self._waiting: deque[tuple[float, SpanBuilder]] = deque()
         self._busy = 0  # answers taken from the queue and not yet exported
+        self._flushing = 0  # callers waiting in flush(): the queue goes out now
         self._changed = threading.Condition()
         self._stopped = False
         self._thread: threading.Thread | None = None
@@ -68,25 +81,29 @@ class SpanShipper:
             if self._stopped:
                 return
             if len(self._waiting) < self.max_answers:
-                self._waiting.append(build)
-                self._changed.notify_all()
+                self._waiting.append((time.monotonic(), build))
+                if len(self._waiting) >= _ANSWERS_PER_TAKE:
+                    self._changed.notify_all()  # a batch is full; otherwise it waits its delay
                 if self._thread is None:
                     self._thread = threading.Thread(
                         target=self._run, name="reactome-answers-spans", daemon=True
                     )
                     self._thread.start()
                 return
-        dropped = len(self._built(build))
-        with self._changed:
-            self.dropped += dropped
+        self._dropped(len(self._built(build)))
 
     def flush(self, timeout_s: float = 30.0) -> bool:
         """Wait until every answer queued so far was exported or dropped; False when
         ``timeout_s`` passed first."""
         with self._changed:
-            return self._changed.wait_for(
-                lambda: not self._waiting and not self._busy, timeout=timeout_s
-            )
+            self._flushing += 1
+            self._changed.notify_all()
+            try:
+                return self._changed.wait_for(
+                    lambda: not self._waiting and not self._busy, timeout=timeout_s
+                )
+            finally:
+                self._flushing -= 1
 
     def shutdown(self, timeout_s: float = 5.0) -> None:
         """Export what is queued (for at most ``timeout_s``), then stop."""
@@ -98,14 +115,28 @@ class SpanShipper:
         with contextlib.suppress(Exception):
             self.exporter.shutdown()
 
+    def _due(self) -> float | None:
+        """Seconds until the queue should go out (0: now); None while it is empty."""
+        if not self._waiting:
+            return None
+        if self._flushing or self._stopped or len(self._waiting) >= _ANSWERS_PER_TAKE:
+            return 0.0
+        return max(0.0, self._waiting[0][0] + self.delay_s - time.monotonic())
+
     def _take(self) -> list[SpanBuilder] | None:
+        """The answers to send next, once a batch is full, the oldest has waited its delay,
+        or someone flushes; None once stopped with nothing left."""
         with self._changed:
-            self._changed.wait_for(lambda: self._waiting or self._stopped)
-            if not self._waiting:
-                return None
-            taken = [self._waiting.popleft()]
+            while True:
+                due = self._due()
+                if due == 0.0:
+                    break
+                if due is None and self._stopped:
+                    return None
+                self._changed.wait(timeout=due)
+            taken = [self._waiting.popleft()[1]]
             while self._waiting and len(taken) < _ANSWERS_PER_TAKE:
-                taken.append(self._waiting.popleft())
+                taken.append(self._waiting.popleft()[1])
             self._busy += len(taken)
             return taken
 
@@ -128,6 +159,12 @@ class SpanShipper:
                 with self._changed:
                     self._busy -= len(taken)
                     self._changed.notify_all()
+
+    def _dropped(self, spans: int) -> None:
+        with self._changed:
+            self.dropped += spans
+        for listener in list(self.on_dropped):
+            listener(spans)
 
     @staticmethod
     def _built(build: SpanBuilder) -> Sequence[ReadableSpan]:
@@ -155,10 +192,11 @@ class SpanShipper:
                     self.failing = False
                     _warn(f"trace export to {self.where} works again")
                 return
-            self.dropped += len(batch)
-            if self.failing:
-                return
+            already = self.failing
             self.failing = True
+        self._dropped(len(batch))
+        if already:
+            return
         why = f" ({redact_secrets(problem)})" if problem else ""
         _warn(
             f"warning: trace export to {self.where} is failing{why}; spans are dropped and "

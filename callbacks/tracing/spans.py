@@ -24,9 +24,10 @@ the passages' text are there only with ``content`` (``REACTOME_ANSWERS_TRACE_CON
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
@@ -53,8 +54,9 @@ from callbacks.finish_record import FinishRecord
 from callbacks.log import LogContents
 from callbacks.log_header import LogHeader
 from callbacks.tracing.context import child_span_id
-from pipelines.core.redaction import redact_secrets
+from pipelines.core.redaction import secret_redactor
 from pipelines.core.tags import (
+    ADVICE_RECORD,
     ANSWER_TAG,
     EVIDENCE_FAILED,
     EVIDENCE_STARTED,
@@ -182,6 +184,8 @@ class _Reading:
     evidence_failed: str | None = None
     refusal: Mapping[str, Any] | None = None
     retrieval: RetrievalRecord | None = None
+    # The advice gate's rulings: (the run that sent it, or None, its data, when it came)
+    advice: list[tuple[str | None, Mapping[str, Any], float]] = field(default_factory=list)
     documents: list[Mapping[str, Any]] = field(default_factory=list)
 
 
@@ -257,9 +261,11 @@ def _read_custom(
     if run is not None:
         run.custom.append((str(name), data, now))
     if name == RETRIEVAL_RECORD and isinstance(data, Mapping):
-        reading.retrieval = RetrievalRecord.read(data)
+        reading.retrieval = RetrievalRecord.read(data, ranks=False)
     elif name == REFUSAL_EVENT and isinstance(data, Mapping):
         reading.refusal = data
+    elif name == ADVICE_RECORD and isinstance(data, Mapping):
+        reading.advice.append((run.run_id if run is not None else None, data, now))
     elif name == EVIDENCE_STARTED:
         reading.evidence_ms = now
         reading.evidence_started = data if isinstance(data, Mapping) else {}
@@ -345,9 +351,53 @@ def answer_spans(records: AnswerRecords, *, content: bool = False) -> list[SpanS
                 evaluated=answer_span_id == span_id,
             )
         )
+    for index, (run_id, data, t_ms) in enumerate(reading.advice):
+        sender = reading.runs.get(run_id or "")
+        parent = root_id
+        if sender is not None and sender.run_id not in chain_roots:
+            parent = child_span_id(root_id, f"run/{sender.run_id}")
+        span_id = child_span_id(root_id, f"advice/{index}")
+        spans.append(_advice_span(data, t_ms, trace_id, span_id, parent, clock))
     spans.extend(_closing_spans(reading, trace_id, root_id, clock, content=content))
     root = _root_span(reading, header, trace_id, root_id, parent_id, clock, end_ms, content)
-    return [_redacted(span) for span in [root, *spans]]
+    redact = functools.lru_cache(maxsize=None)(secret_redactor())
+    return [_redacted(span, redact) for span in [root, *spans]]
+
+
+def _advice_span(
+    data: Mapping[str, Any],
+    t_ms: float,
+    trace_id: str,
+    span_id: str,
+    parent_span_id: str,
+    clock: _Clock,
+) -> SpanSpec:
+    """The advice gate's ruling (:data:`~pipelines.core.tags.ADVICE_RECORD`): it ended
+    ``ago_ms`` before its record came and took ``ms``."""
+    took, ago = _milliseconds(data.get("ms")), _milliseconds(data.get("ago_ms"))
+    end = max(t_ms - ago, 0.0)
+    attributes: dict[str, AttributeValue] = {
+        SpanAttributes.OPENINFERENCE_SPAN_KIND: OpenInferenceSpanKindValues.GUARDRAIL.value,
+    }
+    for key in ("refused", "score", "threshold"):
+        value = data.get(key)
+        if isinstance(value, bool | int | float):
+            attributes[f"{_OURS}.advice.{key}"] = value
+    return SpanSpec(
+        name="advice_gate",
+        trace_id=trace_id,
+        span_id=span_id,
+        parent_span_id=parent_span_id,
+        start_ns=clock(max(end - took, 0.0)),
+        end_ns=clock(end),
+        attributes=attributes,
+    )
+
+
+def _milliseconds(value: object) -> float:
+    if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0:
+        return float(value)
+    return 0.0
 
 
 def _run_end(run: _Run, reading: _Reading) -> float:
@@ -463,7 +513,7 @@ def _run_span(
         kind = OpenInferenceSpanKindValues.RETRIEVER.value
         if _is_retrieval(run, reading.runs):
             attributes.update(_retrieval_attributes(reading, header, content))
-            events.extend(_dropped(reading, clock(end_ms)))
+            attributes.update(_dropped(reading))
     elif run.kind == "model":
         kind = OpenInferenceSpanKindValues.LLM.value
         attributes.update(_model_attributes(run, reading, header, content))
@@ -579,27 +629,28 @@ def _context_ids(reading: _Reading) -> list[str]:
     return found
 
 
-def _dropped(reading: _Reading, time_ns: int) -> list[SpanEventSpec]:
-    """One event per candidate the search dropped, with its outcome: the record's own bound
-    keeps them few (pipelines.retrieval.retrieval_record.RECORD_BOUND)."""
+def _dropped(reading: _Reading) -> dict[str, AttributeValue]:
+    """The candidates the search dropped, as parallel lists (id, chunk, collection, outcome,
+    score): the record's own bound keeps them few
+    (:data:`pipelines.retrieval.retrieval_record.RECORD_BOUND`), and lists cost a collector
+    a fraction of what an event per candidate does."""
     record = reading.retrieval
     if record is None:
-        return []
-    events = []
-    for candidate in record.candidates:
-        if candidate.outcome in (None, "kept", "context"):
-            continue
-        attributes: dict[str, AttributeValue] = {
-            f"{_OURS}.candidate.id": candidate.st_id or candidate.url or candidate.chunk_id,
-            f"{_OURS}.candidate.chunk_id": candidate.chunk_id,
-            f"{_OURS}.candidate.title": candidate.title,
-            f"{_OURS}.candidate.collection": candidate.collection,
-            f"{_OURS}.candidate.outcome": candidate.outcome,
-        }
-        if candidate.score is not None:
-            attributes[f"{_OURS}.candidate.score"] = candidate.score
-        events.append(SpanEventSpec(f"{_OURS}.candidate_dropped", time_ns, attributes))
-    return events
+        return {}
+    dropped = [c for c in record.candidates if c.outcome not in (None, "kept", "context")]
+    if not dropped:
+        return {}
+    at = f"{_OURS}.retrieval.dropped"
+    found: dict[str, AttributeValue] = {
+        f"{at}.ids": [c.st_id or c.url or c.chunk_id for c in dropped],
+        f"{at}.chunk_ids": [c.chunk_id for c in dropped],
+        f"{at}.collections": [c.collection for c in dropped],
+        f"{at}.outcomes": [str(c.outcome) for c in dropped],
+    }
+    scores = [c.score for c in dropped]
+    if all(score is not None for score in scores):
+        found[f"{at}.scores"] = [float(score or 0.0) for score in scores]
+    return found
 
 
 def _provider(header: LogHeader) -> str:
@@ -772,14 +823,18 @@ def _closing_spans(
     return spans
 
 
-def _redacted(span: SpanSpec) -> SpanSpec:
+def _redacted(span: SpanSpec, redact: Callable[[str], str]) -> SpanSpec:
     """The span with every text in it passed through the redaction the logs apply."""
 
     def clean(value: AttributeValue) -> AttributeValue:
         if isinstance(value, str):
-            return redact_secrets(value)
+            return redact(value)
         if isinstance(value, Sequence) and value and isinstance(value[0], str):
-            return [redact_secrets(str(item)) for item in value]
+            texts = [str(item) for item in value]
+            if any("\n" in text for text in texts):
+                return [redact(text) for text in texts]
+            # One pass over the lot: no credential the redaction knows spans a line break.
+            return redact("\n".join(texts)).split("\n")
         return value
 
     return SpanSpec(
@@ -799,5 +854,5 @@ def _redacted(span: SpanSpec) -> SpanSpec:
             )
             for event in span.events
         ),
-        error=(span.error[0], redact_secrets(span.error[1])) if span.error else None,
+        error=(span.error[0], redact(span.error[1])) if span.error else None,
     )

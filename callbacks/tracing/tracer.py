@@ -42,7 +42,9 @@ class AnswerTracer:
         from callbacks.tracing.shipping import SpanShipper
 
         self.content = content
-        self.shipper: SpanShipper = SpanShipper(exporter, where=where)
+        self.shipper: SpanShipper = SpanShipper(
+            exporter, where=where, delay_s=_schedule_delay_s(os.environ)
+        )
         self._sampler = _sampler(os.environ)
         self._resource: Resource = our_resource()
 
@@ -131,6 +133,22 @@ class TraceRecorder:
             return
         self._submitted = True
         self.tracer.submit(AnswerRecords(header, self.items), self.context.trace_state)
+
+
+def _schedule_delay_s(environ: Mapping[str, str]) -> float:
+    """``OTEL_BSP_SCHEDULE_DELAY`` (milliseconds; 5000 unset), as the SDK's batch processor
+    reads it: how long an ended answer's spans may wait to go out with others."""
+    given = environ.get("OTEL_BSP_SCHEDULE_DELAY", "").strip()
+    try:
+        delay_ms = float(given) if given else 5000.0
+    except ValueError:
+        delay_ms = -1.0
+    if not 0 <= delay_ms < float("inf"):
+        raise ConfigurationError(
+            f"OTEL_BSP_SCHEDULE_DELAY {given[:40]!r} is not a number of milliseconds",
+            fix="give 0 or more (5000 when unset)",
+        )
+    return delay_ms / 1000
 
 
 def _sampler(environ: Mapping[str, str]) -> Sampler:

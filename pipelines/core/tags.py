@@ -7,6 +7,7 @@ agree.
 """
 
 __all__ = [
+    "ADVICE_RECORD",
     "ANSWER_TAG",
     "EVIDENCE_FAILED",
     "EVIDENCE_STARTED",
@@ -27,6 +28,10 @@ EXPANDER_TAG = "reactome-answers:expander"
 # as a callback record (``logs stats`` counts refusals by its rule), and ``replay --check``
 # passes it through without an event.
 REFUSAL_EVENT = "reactome-answers:refusal"
+# The custom callback event with the advice gate's ruling and when it was made (``refused``,
+# ``score``, ``threshold``, ``ms`` it took and ``ago_ms``, how long before the event it ended):
+# for the event log and a trace's advice-gate span; a replay emits nothing for it.
+ADVICE_RECORD = "reactome-answers:advice"
 # The evidence judge failed (a model judge's server, say): the answer went on without
 # evidence, and this custom event tells the log why.
 EVIDENCE_FAILED = "reactome-answers:evidence-failed"

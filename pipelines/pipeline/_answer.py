@@ -6,6 +6,7 @@ operator (``/healthz``, housekeeping) is :class:`~pipelines.pipeline._operator.P
 
 from __future__ import annotations
 
+import time
 import weakref
 from collections.abc import AsyncGenerator, Coroutine, Iterator, Sequence
 from functools import cached_property
@@ -39,7 +40,7 @@ from pipelines.pipeline._result import answer_result
 from pipelines.pipeline._retrieval import OutsideRetrieval, OwnRetrieval, Retrieval
 from pipelines.pipeline._runnable import PipelineRunnable
 from pipelines.pipeline._sync import SyncRunner
-from pipelines.retrieval.advice import AdviceGate
+from pipelines.retrieval.advice import AdviceGate, AdviceVerdict
 from pipelines.retrieval.refusal_rules import ADVICE_REFUSAL, Refusal, rule_refusal
 
 if TYPE_CHECKING:
@@ -247,13 +248,20 @@ class AnswerPipeline:
 
     def check_advice(self, question: str) -> Refusal | None:
         """The advice gate's refusal of the (normalized) question, or None: one embedding."""
+        judged = self.judge_advice(question)
+        if judged is None or not judged[0].refused:
+            return None
+        return Refusal(ADVICE_REFUSAL, "similar_examples", judged[0].detail())
+
+    def judge_advice(self, question: str) -> tuple[AdviceVerdict, float, float] | None:
+        """The advice gate's verdict on the (normalized) question, and when it began and
+        ended (``time.perf_counter``); None without a gate."""
         gate = self.advice_gate
         if gate is None:
             return None
+        started = time.perf_counter()
         verdict = gate.check(question)
-        if not verdict.refused:
-            return None
-        return Refusal(ADVICE_REFUSAL, "similar_examples", verdict.detail())
+        return verdict, started, time.perf_counter()
 
     def refusal(self, question: str, language: str | None = None) -> str | None:
         """Why ``question`` would be refused before any search, or None when it would be

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from pipelines.pipeline._logs import RequestLogs
     from pipelines.pipeline._operator import PipelineOperator
     from pipelines.pipeline._retrieval import Retrieval
+    from pipelines.retrieval.advice import AdviceVerdict
     from pipelines.retrieval.refusal_rules import Refusal
 
 __all__ = ["AnswerObserver", "EventSource", "RequestParts"]
@@ -62,6 +63,8 @@ class RequestParts(Protocol):
     def check_question(self, question: str) -> Refusal | None: ...
 
     def check_advice(self, question: str) -> Refusal | None: ...
+
+    def judge_advice(self, question: str) -> tuple[AdviceVerdict, float, float] | None: ...
 
 
 class EventSource(Protocol):

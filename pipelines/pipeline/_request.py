@@ -25,7 +25,7 @@ from pipelines.core.errors import ErrorCode, PersonalAdviceError, ReactomeAnswer
 from pipelines.core.normalize import normalize_question
 from pipelines.core.options import RequestOptions
 from pipelines.core.redaction import one_line, redact_secrets
-from pipelines.core.tags import EVIDENCE_FAILED, EVIDENCE_STARTED, REFUSAL_EVENT
+from pipelines.core.tags import ADVICE_RECORD, EVIDENCE_FAILED, EVIDENCE_STARTED, REFUSAL_EVENT
 from pipelines.evidence.claims import Claim, Verdict
 from pipelines.evidence.judges import judge_key
 from pipelines.language import DEFAULT_LANGUAGE, detect_language
@@ -208,7 +208,7 @@ class AnswerRun:
             async with asyncio.timeout(limit) as deadline:
                 if not pipeline.retrieval.checks_advice:
                     # Off the event loop: the first call embeds the examples, about a second.
-                    refusal = await asyncio.to_thread(pipeline.check_advice, self.normalized)
+                    refusal = await asyncio.to_thread(self._checked_advice, handler)
                     if refusal is not None:
                         refuse(handler, refusal)
                         return
@@ -263,6 +263,19 @@ class AnswerRun:
                     drop=self.settings.evidence == "drop",
                 )
             )
+
+    def _checked_advice(self, handler: AnswerEventHandler) -> Refusal | None:
+        """The advice gate's refusal, its ruling recorded as the retriever records its own."""
+        judged = self.pipeline.judge_advice(self.normalized)
+        if judged is None:
+            return None
+        verdict, started, ended = judged
+        # From this worker thread, like the finishing work: the handler's records go to the
+        # loop in call order (_on_loop).
+        handler.on_custom_event(ADVICE_RECORD, verdict.timed(started, ended), run_id=uuid.uuid4())
+        if not verdict.refused:
+            return None
+        return Refusal(ADVICE_REFUSAL, "similar_examples", verdict.detail())
 
     async def _judge(self, handler: AnswerEventHandler, reply: str) -> list[tuple[Claim, Verdict]]:
         """The judge's ruling on each (sentence, cited source) pair of the answer; none when

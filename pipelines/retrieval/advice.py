@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import re
 import threading
+import time
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -196,6 +197,17 @@ class AdviceVerdict:
         """How far the score is from deciding the other way; under :data:`MARGIN`, rounding
         on another CPU could flip it."""
         return abs(self.score - self.threshold)
+
+    def timed(self, started: float, ended: float) -> dict[str, Any]:
+        """The ruling as the custom event :data:`~pipelines.core.tags.ADVICE_RECORD` carries
+        it: made between ``started`` and ``ended`` (``time.perf_counter``), sent now."""
+        return {
+            "refused": self.refused,
+            "score": round(self.score, 3),
+            "threshold": self.threshold,
+            "ms": round((ended - started) * 1000, 3),
+            "ago_ms": round((time.perf_counter() - ended) * 1000, 3),
+        }
 
     def detail(self) -> dict[str, Any]:
         found: dict[str, Any] = {

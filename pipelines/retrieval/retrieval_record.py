@@ -154,18 +154,20 @@ class RetrievalRecord:
         }
 
     @classmethod
-    def read(cls, data: Mapping[str, Any]) -> RetrievalRecord:
-        """The record in ``data`` (a log's custom event data), by the module's rule."""
+    def read(cls, data: Mapping[str, Any], *, ranks: bool = True) -> RetrievalRecord:
+        """The record in ``data`` (a log's custom event data), by the module's rule; without
+        ``ranks``, every candidate's ranks are left unread (empty), for a reader that shows
+        none (a trace: the ranks are most of the reading)."""
         problems: dict[str, str] = {}
         rows = data.get("candidates", [])
         if not isinstance(rows, list):
             _problem(problems, "", "candidates", "are not a list")
             rows = []
         candidates = tuple(
-            _read_candidate(row, f"candidate {number}", problems)
+            _read_candidate(row, f"candidate {number}", problems, ranks=ranks)
             for number, row in enumerate(rows, start=1)
         )
-        multilingual = any(
+        multilingual = ranks and any(
             isinstance(row, Mapping)
             and isinstance(row.get("ranks"), list)
             and any(isinstance(rank, Mapping) and "multilingual" in rank for rank in row["ranks"])
@@ -244,7 +246,9 @@ def _read_ranks(value: object, where: str, problems: dict[str, str]) -> tuple[Ca
 _RANK_NAMES = ("dense", "keyword", "multilingual")
 
 
-def _read_candidate(row: object, where: str, problems: dict[str, str]) -> Candidate:
+def _read_candidate(
+    row: object, where: str, problems: dict[str, str], *, ranks: bool = True
+) -> Candidate:
     if not isinstance(row, Mapping):
         problems[where] = f"{where} is not an object"
         return Candidate()
@@ -258,7 +262,7 @@ def _read_candidate(row: object, where: str, problems: dict[str, str]) -> Candid
         st_id=_text(row, "st_id", where, problems),
         url=_text(row, "url", where, problems),
         title=_text(row, "title", where, problems) or "",
-        ranks=_read_ranks(row.get("ranks", []), where, problems),
+        ranks=_read_ranks(row.get("ranks", []), where, problems) if ranks else (),
         fused=_number(row, "fused", where, problems),
         similarity=_number(row, "similarity", where, problems),
         keyword_evidence=_number(row, "keyword_evidence", where, problems),

@@ -33,6 +33,7 @@ import dataclasses
 import functools
 import os
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -55,7 +56,7 @@ from pipelines.core.errors import PersonalAdviceError, ReactomeAnswersError
 from pipelines.core.memory import give_back_freed_memory
 from pipelines.core.options import RequestOptions
 from pipelines.core.settings import Settings
-from pipelines.core.tags import RETRIEVAL_RECORD
+from pipelines.core.tags import ADVICE_RECORD, RETRIEVAL_RECORD
 from pipelines.index import store
 from pipelines.index.chunk_table import ChunkRecord, multilingual_key
 from pipelines.index.keyword_index import keyword_tokens
@@ -67,7 +68,7 @@ from pipelines.language import (
     english_translation,
 )
 from pipelines.retrieval.active_versions import ActiveVersions
-from pipelines.retrieval.advice import AdviceGate
+from pipelines.retrieval.advice import AdviceGate, AdviceVerdict
 from pipelines.retrieval.expander import Expansion
 from pipelines.retrieval.expander_run import (
     EXPANSION,
@@ -364,14 +365,16 @@ class ReactomeRetriever(BaseRetriever):
         versions: Mapping[str, str] | None = None,
         cite_urls: bool | None = None,
         record: bool = True,
+        judged: list[tuple[AdviceVerdict, float, float]] | None = None,
     ) -> tuple[list[Document], RetrievalRecord | None]:
         """:meth:`search`, and its retrieval record (``retrieval_record``; None when
         ``record`` or :attr:`record_candidates` is off). The record numbers the sources as
         the handler will, with ``pipelines.citations.number_sources`` and ``cite_urls``
-        (None: the settings' ``cite_urls``)."""
+        (None: the settings' ``cite_urls``). ``judged`` receives the advice gate's verdict
+        and when it started and ended, should the gate rule."""
         cite = self.settings.cite_urls if cite_urls is None else cite_urls
         recorded = cite if self.record_candidates and record else None
-        return self._search(expansion, collections, k, question, versions, recorded)
+        return self._search(expansion, collections, k, question, versions, recorded, judged)
 
     def _search(
         self,
@@ -381,6 +384,7 @@ class ReactomeRetriever(BaseRetriever):
         question: str | None,
         versions: Mapping[str, str] | None,
         record_cite_urls: bool | None,
+        judged: list[tuple[AdviceVerdict, float, float]] | None = None,
     ) -> tuple[list[Document], RetrievalRecord | None]:
         expansion, pending = self._across_languages(expansion, question)
         vectors = np.asarray(self.embeddings.embed_documents(expansion.queries), dtype=np.float32)
@@ -389,7 +393,10 @@ class ReactomeRetriever(BaseRetriever):
         second = pending.result() if pending is not None else None
         if self.advice_gate is not None and question is not None:
             same = expansion.queries[0].strip() == question.strip()
+            started = time.perf_counter()
             verdict = self.advice_gate.check(question, vectors[0] if same else None)
+            if judged is not None:
+                judged.append((verdict, started, time.perf_counter()))
             if verdict.refused:
                 raise PersonalAdviceError(
                     "the advice gate judged this a request for personal medical advice",
@@ -634,15 +641,23 @@ class ReactomeRetriever(BaseRetriever):
         run_manager.get_child().on_custom_event(
             EXPANSION, expansion_data(expansion, chosen), run_id=run_manager.run_id
         )
-        documents, record = self.search_recorded(
-            expansion,
-            chosen,
-            k or self.k,
-            question=query,
-            versions=options.versions,
-            cite_urls=options.cite_urls,
-            record=numbered,
-        )
+        judged: list[tuple[AdviceVerdict, float, float]] = []
+        try:
+            documents, record = self.search_recorded(
+                expansion,
+                chosen,
+                k or self.k,
+                question=query,
+                versions=options.versions,
+                cite_urls=options.cite_urls,
+                record=numbered,
+                judged=judged,
+            )
+        finally:  # the gate's ruling, refusal or not, for the log and the trace
+            for verdict, started, ended in judged:
+                run_manager.get_child().on_custom_event(
+                    ADVICE_RECORD, verdict.timed(started, ended), run_id=run_manager.run_id
+                )
         if record is not None:  # before returning: the log holds it before the citations
             run_manager.get_child().on_custom_event(
                 RETRIEVAL_RECORD, record.record(), run_id=run_manager.run_id
@@ -679,18 +694,26 @@ class ReactomeRetriever(BaseRetriever):
         await run_manager.get_child().on_custom_event(
             EXPANSION, expansion_data(expansion, chosen), run_id=run_manager.run_id
         )
-        documents, record = await asyncio.to_thread(
-            functools.partial(
-                self.search_recorded,
-                expansion,
-                chosen,
-                k or self.k,
-                question=query,
-                versions=options.versions,
-                cite_urls=options.cite_urls,
-                record=numbered,
+        judged: list[tuple[AdviceVerdict, float, float]] = []
+        try:
+            documents, record = await asyncio.to_thread(
+                functools.partial(
+                    self.search_recorded,
+                    expansion,
+                    chosen,
+                    k or self.k,
+                    question=query,
+                    versions=options.versions,
+                    cite_urls=options.cite_urls,
+                    record=numbered,
+                    judged=judged,
+                )
             )
-        )
+        finally:  # the gate's ruling, refusal or not, for the log and the trace
+            for verdict, started, ended in judged:
+                await run_manager.get_child().on_custom_event(
+                    ADVICE_RECORD, verdict.timed(started, ended), run_id=run_manager.run_id
+                )
         if record is not None:  # before returning: the log holds it before the citations
             await run_manager.get_child().on_custom_event(
                 RETRIEVAL_RECORD, record.record(), run_id=run_manager.run_id

@@ -58,7 +58,14 @@ from pipelines.core.tags import RETRIEVAL_TAG
 from pipelines.index.embeddings import MiniLMEmbeddings, make_multilingual_embeddings
 from pipelines.index.store import open_client
 from pipelines.pipeline import AnswerPipeline
-from tests.benchmarks import _answer_speed, _limits_cost, _live, _retrieval_record, _stacks
+from tests.benchmarks import (
+    _answer_speed,
+    _limits_cost,
+    _live,
+    _retrieval_record,
+    _stacks,
+    _tracing_cost,
+)
 from tests.benchmarks._common import (
     DEFAULT_DATA,
     cache_home,
@@ -340,6 +347,10 @@ def main(argv: list[str] | None = None) -> int:
         **_live.fake_held_back(settings, questions, token_ms=10.0, char_ms=2.0),
     }
     results["finalizer"] = bench_finalizer()
+    print("tracing...", file=sys.stderr)
+    results["tracing"] = _tracing_cost.bench_tracing(
+        settings, embeddings, questions, tokens=20_000 if quick else 100_000
+    )
     print("retrieval record...", file=sys.stderr)
     results["retrieval_record"] = _retrieval_record.bench_retrieval_record(
         settings, embeddings, questions, rounds=3 if quick else 2
@@ -413,6 +424,7 @@ def main(argv: list[str] | None = None) -> int:
         f"Finalizer: {finalizer['ms']:.3f} ms on {finalizer['chars']:,} characters with "
         f"{finalizer['markers']} markers"
     )
+    print(_tracing_cost.report(results["tracing"]))
     print(_retrieval_record.report(results["retrieval_record"]))
     print(_limits_cost.report(results["limits"]))
     for memory in results.get("serve_memory", []):

@@ -3,6 +3,7 @@
 - ``browser``: Debian's Chromium driven by Playwright.
 - ``citation_tables``: the citation contract's rows, which the finalizer and live tests share.
 - ``cli``: the installed command, run in a subprocess.
+- ``collector``: an OTLP/HTTP trace receiver on 127.0.0.1 that can be told to refuse.
 - ``fake_pipeline``: a pipeline with a fake retriever and fake models, and its documents.
 - ``fakes``: a chat model whose stream is a script.
 - ``fake_openai``: an OpenAI-compatible chat server on 127.0.0.1 that can be told to fail.
@@ -15,6 +16,7 @@
 - ``marker_evidence``: which evidence item backs each marker, read the server's way.
 - ``markup``: alphabets for property tests of marker handling.
 - ``mcp_app``: the app served for the MCP tests, and a model held until released.
+- ``phoenix``: a real Arize Phoenix on 127.0.0.1, and its own client reading spans back.
 - ``processes``: what a running process holds (its resident memory).
 - ``refusal_questions``: questions always refused (own care) and never refused.
 - ``scripted_server``: a real server over a scripted pipeline, and its metrics' samples.

@@ -16,6 +16,7 @@ from callbacks.events import to_jsonl
 from callbacks.feedback import RATINGS, read_feedback
 from callbacks.log import list_log_files, prune_configured_logs, read_log
 from callbacks.log_summary import answered_by, log_stats, stats_lines, summarize, summary_lines
+from callbacks.log_view import trace_link
 from pipelines.core.errors import EventLogError, InputError
 from pipelines.core.settings import Settings
 
@@ -144,7 +145,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     if args.action == "view":
         from app.http.routes.log_page import write_log_page
 
-        print(write_log_page(find_log(settings, args.log), args.output))
+        print(write_log_page(find_log(settings, args.log), args.output, settings.trace_url))
         return 0
     if args.action == "list":
         return _list(args, settings)
@@ -165,6 +166,9 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     if args.action == "show":
         for event in contents.events:
             sys.stdout.write(to_jsonl(event))
+        link = trace_link(contents.header.trace_id, settings.trace_url)
+        if link is not None:  # beside the events, not among them: stdout stays JSON lines
+            print(f"reactome-answers: its trace: {link}", file=sys.stderr)
         return 0
     stats = {**log_stats(contents), "feedback": read_feedback(path)}
     if args.json:

@@ -148,7 +148,7 @@ def _serve(
     from callbacks.log_view import log_view
 
     server = load_server_settings()
-    view = log_view(contents, feedback=read_feedback(path))
+    view = log_view(contents, feedback=read_feedback(path), trace_url=settings.trace_url)
     app = create_replay_app(
         contents.events, speed=speed, settings=settings, server=server, log_view=view
     )

@@ -17,7 +17,10 @@
 - ``reactome_answers_feedback_total{rating}``: answers rated ``up`` and ``down``, each answer
   counted once, under its latest rating: a gauge, since a change moves the answer from one
   count to the other (summed over workers, dead ones included, and over instances by the
-  scraper; an instance that saw only the change of a rating another gave shows -1 and +1).
+  scraper; an instance that saw only the change of a rating another gave shows -1 and +1);
+- ``reactome_answers_trace_spans_dropped_total``: answers' spans lost on the way to the
+  tracing collector (its queue full, or the collector down, slow or refusing; only with
+  tracing on: docs/operations.md#traces).
 
 Under ``serve --workers N`` each worker writes its figures into the folder named by
 ``PROMETHEUS_MULTIPROC_DIR`` (``serve`` makes one per run) and a scrape of any worker adds
@@ -137,6 +140,12 @@ class ServerMetrics:
             registry=registry,
         )
 
+        self.spans_dropped = Counter(
+            "reactome_answers_trace_spans_dropped",
+            "Answers' spans lost on the way to the tracing collector",
+            registry=registry,
+        )
+
     def _seconds(self, what: str, documentation: str) -> Histogram:
         return Histogram(
             f"reactome_answers_{what}_seconds",
@@ -165,6 +174,9 @@ class ServerMetrics:
         state = _REQUEST_STATE.get()
         if state is not None:
             state["state"] = done.state
+
+    def spans_were_dropped(self, spans: int) -> None:
+        self.spans_dropped.inc(spans)
 
     def rejected(self, reason: str) -> None:
         self.rejections.labels(reason=reason).inc()

@@ -113,13 +113,15 @@ def newest_answer_log(
     return None
 
 
-def _newest_view(folder: Path, request_id: str) -> dict[str, Any] | None:
+def _newest_view(
+    folder: Path, request_id: str, trace_url: str | None = None
+) -> dict[str, Any] | None:
     """The view of :func:`newest_answer_log`, with its feedback, or None."""
     found = newest_answer_log(folder, request_id)
     if found is None:
         return None
     path, contents = found
-    return view_of_log(contents, feedback=read_feedback(path))
+    return view_of_log(contents, feedback=read_feedback(path), trace_url=trace_url)
 
 
 def _is_logged(folder: Path, request_id: str) -> bool:
@@ -150,7 +152,9 @@ def log_page_router(*, keyed: bool) -> APIRouter:
     )
     async def log_view(request_id: str, settings: SettingsDep) -> JSONResponse:
         try:
-            view = await asyncio.to_thread(_newest_view, settings.logs_dir, request_id)
+            view = await asyncio.to_thread(
+                _newest_view, settings.logs_dir, request_id, settings.trace_url
+            )
         except LogsFolderUnreadableError:
             return logs_folder_unreadable()
         if view is None:
@@ -270,10 +274,11 @@ def standalone_page(view: dict[str, Any]) -> str:
     return html
 
 
-def write_log_page(log_path: Path, output: Path | None) -> Path:
+def write_log_page(log_path: Path, output: Path | None, trace_url: str | None = None) -> Path:
     """Write the page of the log at ``log_path`` to ``output`` (default: ``log-<request
-    id>.html`` in the current folder); returns where."""
-    view = read_log_view(log_path)
+    id>.html`` in the current folder); returns where. ``trace_url``: the settings' template
+    of a trace's page, linked from the page."""
+    view = read_log_view(log_path, trace_url)
     if output is None:
         output = Path(f"log-{re.sub(r'[^A-Za-z0-9_.-]', '_', view['request_id'])[:80]}.html")
     try:

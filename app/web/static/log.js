@@ -60,6 +60,13 @@ function referenceLink(n) {
 function drawFacts(view) {
   fact(page.facts, "request id", view.request_id);
   fact(page.facts, "created", view.created_at);
+  if (view.trace_url) {
+    // The operator's tracing backend (REACTOME_ANSWERS_TRACE_URL): the answer's spans there.
+    const link = element("a", view.trace_id);
+    link.href = view.trace_url;
+    link.rel = "noopener noreferrer";
+    page.facts.append(element("dt", "trace"), wrap("dd", link));
+  } else if (view.trace_id) fact(page.facts, "trace", view.trace_id);
   fact(page.facts, "state", view.state);
   fact(page.facts, "collections asked", (view.collections || []).join(", "));
   for (const [name, value] of Object.entries(view.options || {})) fact(page.facts, name, value);

@@ -1,0 +1,172 @@
+"""What tracing costs an answer, for bench_performance (issue 40, decision 0042).
+
+- **Per answer**: the same extractive answers from a pipeline without tracing (twice: the
+  second run's ratio to the first is the noise) and from one whose spans go to an exporter
+  that takes and discards them, asked in turn, question by question, in one process: the
+  wall time the caller waits, and the CPU the process spends (every thread's: a traced
+  answer's includes drawing and exporting its spans, whose thread is waited for). On a busy
+  server that work runs beside other answers, but it is still CPU spent on the answer.
+  Every question goes through each pipeline once before timing, and the order of the three
+  turns from question to question.
+  Goal: the traced answers' CPU within 3% of the untraced ones'.
+- **Per token**: the answer model's stream through our handler alone, and through the
+  handler feeding a trace recorder (the records and events an answer keeps for its spans).
+  Goal: at most 5 µs more per token event.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import statistics
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+
+from callbacks.handler import AnswerEventHandler
+from callbacks.tracing.context import TraceContext
+from callbacks.tracing.tracer import AnswerTracer
+from pipelines.core.settings import Settings
+from pipelines.core.tags import RETRIEVAL_TAG
+from pipelines.pipeline import AnswerPipeline
+from tests.benchmarks._live import citing_documents, timed_stream
+from tests.support.fakes import ScriptedStream
+
+__all__ = ["bench_tracing", "report"]
+
+ANSWER_GOAL = 0.03
+TOKEN_GOAL_US = 5.0
+
+
+class _Discarding(SpanExporter):
+    """A collector that takes every span at once and keeps none."""
+
+    def __init__(self) -> None:
+        self.spans = 0
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        self.spans += len(spans)
+        return SpanExportResult.SUCCESS
+
+    def shutdown(self) -> None:
+        return None
+
+
+def _timed(pipeline: AnswerPipeline, question: str) -> tuple[float, float]:
+    """The answer's wall time as its caller waits for it, and the CPU the whole process
+    spent on it (every thread's), the drawing and sending of a traced answer's spans
+    included: the shipper's thread is waited for, so its work lands on its own answer."""
+    cpu = time.process_time()
+    started = time.perf_counter()
+    pipeline.invoke(question)
+    wall = time.perf_counter() - started
+    if pipeline.tracer is not None:
+        assert pipeline.tracer.flush(60)
+    return wall * 1000, (time.process_time() - cpu) * 1000
+
+
+def bench_answers(
+    settings: Settings, embeddings: Any, questions: Sequence[str], rounds: int = 3
+) -> dict[str, Any]:
+    for name in ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"):
+        os.environ.pop(name, None)
+    exporter = _Discarding()
+    off = AnswerPipeline(settings, embeddings=embeddings)
+    again = AnswerPipeline(settings, embeddings=embeddings)
+    on = AnswerPipeline(settings, embeddings=embeddings, span_exporter=exporter)
+    assert off.tracer is None
+    assert on.tracer is not None
+    pipelines = {"off": off, "on": on, "off_again": again}
+    # Every question once through each first: models, indexes, the SDK and each question's
+    # passages loaded before timing, so no pipeline pays for coming first.
+    for pipeline in pipelines.values():
+        for question in questions:
+            pipeline.invoke(question)
+    assert on.tracer.flush(60)
+    times: dict[str, list[float]] = {name: [] for name in pipelines}
+    cpu: dict[str, list[float]] = {name: [] for name in pipelines}
+    names = list(pipelines)
+    for round_ in range(rounds):
+        for index, question in enumerate(questions):
+            shift = (index + round_) % len(names)  # each pipeline first as often as the others
+            for name in names[shift:] + names[:shift]:
+                wall_ms, cpu_ms = _timed(pipelines[name], question)
+                times[name].append(wall_ms)
+                cpu[name].append(cpu_ms)
+    p50 = {name: statistics.median(values) for name, values in times.items()}
+    cpu_mean = {name: statistics.fmean(values) for name, values in cpu.items()}
+    return {
+        "answers": len(questions) * rounds,
+        "p50_ms": p50,
+        "on_ratio": p50["on"] / p50["off"],
+        "noise_ratio": p50["off_again"] / p50["off"],
+        "cpu_ms": cpu_mean,
+        "cpu_ratio": cpu_mean["on"] / cpu_mean["off"],
+        "cpu_noise_ratio": cpu_mean["off_again"] / cpu_mean["off"],
+        "spans": exporter.spans,
+    }
+
+
+def _handler(record: Callable[[str, dict[str, Any]], None] | None, emit: Callable[[Any], None]) -> (
+    AnswerEventHandler
+):  # fmt: skip
+    handler = AnswerEventHandler(request_id="bench", emit=emit, record=record)
+    handler.start("q", ["reactome"], {})
+    retrieval = uuid.uuid4()
+    handler.on_retriever_start({}, "q", run_id=retrieval, tags=[RETRIEVAL_TAG], name="retrieval")
+    handler.on_retriever_end(citing_documents(), run_id=retrieval)
+    return handler
+
+
+def bench_tokens(tokens: int, rounds: int = 3) -> dict[str, Any]:
+    model = ScriptedStream(script=lambda _: ["a "] * tokens)
+    tracer = AnswerTracer(_Discarding(), where="nowhere")
+
+    def untraced() -> list[Any]:
+        return [_handler(None, lambda _: None)]
+
+    def traced() -> list[Any]:
+        recorder = tracer.recorder(TraceContext.new())
+        return [_handler(recorder.callback, recorder.event)]
+
+    def best(make: Callable[[], list[Any]]) -> float:
+        return min(asyncio.run(timed_stream(model, make())) for _ in range(rounds))
+
+    alone, off, on = best(list), best(untraced), best(traced)
+    per_token = 1e6 / tokens
+    return {
+        "tokens": tokens,
+        "stream_alone_us": alone * per_token,
+        "handler_us": (off - alone) * per_token,
+        "traced_handler_us": (on - alone) * per_token,
+        "tracing_us": (on - off) * per_token,
+    }
+
+
+def bench_tracing(
+    settings: Settings, embeddings: Any, questions: Sequence[str], tokens: int
+) -> dict[str, Any]:
+    return {
+        "answers": bench_answers(settings, embeddings, questions),
+        "tokens": bench_tokens(tokens),
+    }
+
+
+def report(results: dict[str, Any]) -> str:
+    answers, tokens = results["answers"], results["tokens"]
+    p50, cpu = answers["p50_ms"], answers["cpu_ms"]
+    return (
+        f"Tracing, {answers['answers']} extractive answers each way ({answers['spans']} spans):"
+        f" the caller waits p50 {p50['off']:.1f} ms untraced, {p50['on']:.1f} ms traced: "
+        f"{answers['on_ratio']:.3f}x (untraced against itself {answers['noise_ratio']:.3f}x, "
+        f"the noise); the process spends {cpu['off']:.1f} ms of CPU per answer untraced, "
+        f"{cpu['on']:.1f} ms traced, its spans drawn and sent: {answers['cpu_ratio']:.3f}x "
+        f"(goal: at most {1 + ANSWER_GOAL:.2f}x; noise {answers['cpu_noise_ratio']:.3f}x)\n"
+        f"Tracing per token over {tokens['tokens']:,} tokens: the handler adds "
+        f"{tokens['handler_us']:.1f} µs, {tokens['traced_handler_us']:.1f} µs feeding a trace "
+        f"recorder: {tokens['tracing_us']:+.1f} µs per token (goal: at most {TOKEN_GOAL_US:g})"
+    )
