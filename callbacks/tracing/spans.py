@@ -630,8 +630,8 @@ def _context_ids(reading: _Reading) -> list[str]:
 
 
 def _dropped(reading: _Reading) -> dict[str, AttributeValue]:
-    """The candidates the search dropped, as parallel lists (id, chunk, collection, outcome,
-    score): the record's own bound keeps them few
+    """The candidates the search dropped, as parallel lists (id, outcome, score; their
+    chunks and ranks are in the log): the record's own bound keeps them few
     (:data:`pipelines.retrieval.retrieval_record.RECORD_BOUND`), and lists cost a collector
     a fraction of what an event per candidate does."""
     record = reading.retrieval
@@ -643,8 +643,6 @@ def _dropped(reading: _Reading) -> dict[str, AttributeValue]:
     at = f"{_OURS}.retrieval.dropped"
     found: dict[str, AttributeValue] = {
         f"{at}.ids": [c.st_id or c.url or c.chunk_id for c in dropped],
-        f"{at}.chunk_ids": [c.chunk_id for c in dropped],
-        f"{at}.collections": [c.collection for c in dropped],
         f"{at}.outcomes": [str(c.outcome) for c in dropped],
     }
     scores = [c.score for c in dropped]

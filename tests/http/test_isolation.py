@@ -18,7 +18,7 @@ import pytest
 from callbacks.events import CitationEvent, Event, StartEvent
 from callbacks.log import read_log
 from callbacks.replay import comparable
-from pipelines.core.tags import RETRIEVAL_RECORD
+from pipelines.core.tags import ADVICE_RECORD, EVIDENCE_STARTED, RETRIEVAL_RECORD
 from pipelines.retrieval.retriever import EXPANSION
 from tests.support.fake_openai import FakeChat, fake_chat
 from tests.support.invariants import check_stream
@@ -106,8 +106,9 @@ def test_two_hundred_concurrent_streams_stay_apart(sample_home: Path, chat: Fake
         log = read_log(path)
         assert [comparable(e) for e in log.events] == [comparable(e) for e in events]
         custom = [r["name"] for r in log.callbacks if r["hook"] == "custom_event"]
-        # What was searched for and what the search considered; no fallback, no refusal.
-        assert custom == [EXPANSION, RETRIEVAL_RECORD]
+        # What was searched for, the advice gate's ruling, what the search considered and
+        # when the judge began; no fallback, no refusal.
+        assert custom == [EXPANSION, ADVICE_RECORD, RETRIEVAL_RECORD, EVIDENCE_STARTED]
     assert len(request_ids) == STREAMS
     # One expander call and one answer call per request: no retries, nothing asked twice.
     assert len(chat.requests) == 2 * (STREAMS + len(alone))
