@@ -528,7 +528,10 @@ def _run_span(
             events.append(
                 SpanEventSpec(f"{_OURS}.expansion", clock(t_ms), {f"{_OURS}.queries": queries})
             )
-    error = ("run_failed", run.error) if run.error is not None else None
+    # The answer's own code when its failure came from here (model_failed, say); the run's
+    # message says what the run itself raised.
+    code = reading.error[0] if reading.error is not None else "run_failed"
+    error = (code, run.error) if run.error is not None else None
     if error is not None:
         attributes[error_attributes.ERROR_TYPE] = error[0]
         events.append(_exception(error, clock(end_ms)))

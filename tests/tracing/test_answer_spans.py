@@ -220,6 +220,7 @@ def test_a_failed_answer_is_an_error_with_our_code(
     model = named["answer_model"]
     assert model.status.status_code == StatusCode.ERROR
     assert "went away" in str(model.status.description)
+    assert attrs(model)["error.type"] == result["error"]["code"]
 
 
 def test_a_cancelled_answer_ends_its_trace(tmp_path: Path, exporter: InMemorySpanExporter) -> None:
