@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
+from callbacks.events import DoneEvent
 from callbacks.log import LogContents, read_log
 from callbacks.tracing.spans import AnswerRecords, answer_spans
 from pipelines.core.errors import ConfigurationError, EventLogError
@@ -88,9 +89,9 @@ def export_logs(
 
 
 def _state(contents: LogContents) -> str:
-    if not contents.complete:
-        return "incomplete"
-    return str(contents.events[-1].data.state)  # type: ignore[union-attr]
+    """How the logged answer ended, as ``logs list --state`` names it."""
+    done = contents.events[-1] if contents.events else None
+    return done.data.state if isinstance(done, DoneEvent) else "incomplete"
 
 
 def _send(exporter: SpanExporter | None, batch: list[ReadableSpan], where: str) -> None:

@@ -24,6 +24,7 @@ the passages' text are there only with ``content`` (``REACTOME_ANSWERS_TRACE_CON
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import json
@@ -838,14 +839,8 @@ def _redacted(span: SpanSpec, redact: Callable[[str], str]) -> SpanSpec:
             return redact("\n".join(texts)).split("\n")
         return value
 
-    return SpanSpec(
-        name=span.name,
-        trace_id=span.trace_id,
-        span_id=span.span_id,
-        parent_span_id=span.parent_span_id,
-        start_ns=span.start_ns,
-        end_ns=span.end_ns,
-        kind=span.kind,
+    return dataclasses.replace(
+        span,
         attributes={key: clean(value) for key, value in span.attributes.items()},
         events=tuple(
             SpanEventSpec(
