@@ -161,13 +161,18 @@ class AnswerEventHandler(BaseCallbackHandler):
         clock: Callable[[], float] = time.perf_counter,
         record: Callable[[str, dict[str, Any]], None] | None = None,
         trace_id: str | None = None,
+        record_text: bool = True,
     ) -> None:
         """``record`` receives every call the handler acts on, as (hook, JSON-able arguments),
         so an event log can replay them into a fresh handler (``replay --check``), and the end
         of each run, so that a trace can be drawn from them (:mod:`callbacks.tracing`); each
         but a token's carries ``t_ms``, the time on the events' clock.
 
-        ``trace_id``: the answer's trace (32 hex digits), which ``done`` names."""
+        ``trace_id``: the answer's trace (32 hex digits), which ``done`` names.
+        ``record_text``: whether ``record`` is given the models' messages and tokens (a log
+        needs them to replay; a trace shows them only with its content setting, and without
+        them no prompt of kilobytes is redacted, and no token recorded, for nothing on the
+        answer's path)."""
         self.request_id = request_id
         self.trace_id = trace_id
         self.cite_urls = cite_urls
@@ -187,6 +192,7 @@ class AnswerEventHandler(BaseCallbackHandler):
         self._lock = threading.Lock()
         self._answer = _Answer()
         self._record = record
+        self._record_text = record_text
 
     def _elapsed_ms(self) -> float:
         return round((self._clock() - self._started) * 1000, 3)
@@ -279,7 +285,7 @@ class AnswerEventHandler(BaseCallbackHandler):
         sent = messages()
         count = count_tokens("\n".join(message["content"] for message in sent))
         self._answer.prompt_tokens = count
-        if self._record is None:
+        if self._record is None or not self._record_text:
             return {"prompt_tokens": count}
         redacted = [{**message, "content": redact_secrets(message["content"])} for message in sent]
         return {"prompt_tokens": count, "messages": redacted}
@@ -469,7 +475,7 @@ class AnswerEventHandler(BaseCallbackHandler):
             token = "".join(
                 part if isinstance(part, str) else str(part.get("text", "")) for part in token
             )
-        if self._record is not None:  # no clock read: the token event has its time
+        if self._record is not None and self._record_text:  # no clock: the event has its time
             self._record("llm_new_token", {"run_id": str(run_id), "token": token})
         run = self.run_map.get(run_id)
         if run is None or ANSWER_TAG not in run.tags or not self.retrieval_ended or not token:

@@ -17,7 +17,7 @@ from callbacks.events import DoneEvent
 from callbacks.log import LogContents, read_log
 from callbacks.tracing.spans import AnswerRecords, answer_spans
 from pipelines.core.errors import ConfigurationError, EventLogError
-from pipelines.core.redaction import redact_secrets
+from pipelines.core.redaction import redact_secrets, secret_redactor
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import ReadableSpan
@@ -60,6 +60,7 @@ def export_logs(
     if (output is None) == (exporter is None):
         raise ValueError("give exactly one of output and exporter")
     resource = our_resource()
+    redact = secret_redactor()
     summary = ExportSummary()
     batch: list[ReadableSpan] = []
     for done, path in enumerate(paths, start=1):
@@ -71,7 +72,7 @@ def export_logs(
         if state is not None and _state(contents) != state:
             continue
         records = AnswerRecords.from_log(contents)
-        spans = readable_spans(answer_spans(records, content=content), resource)
+        spans = readable_spans(answer_spans(records, content=content, redact=redact), resource)
         summary.logs += 1
         summary.spans += len(spans)
         if output is not None:

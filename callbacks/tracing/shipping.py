@@ -1,6 +1,7 @@
 """Answers' spans sent from a thread of their own, so that no collector can slow an answer.
 
-Each answer hands over a function that builds its spans; the thread builds them, batches
+Each answer hands over a function that builds its spans with the redaction it is given (one
+for each batch: the secrets are looked up once); the thread builds them, batches
 them and calls the exporter, as the SDK's batch processor does: when 64 answers wait, when
 the oldest has waited ``OTEL_BSP_SCHEDULE_DELAY`` (5 s), or when someone flushes (at exit,
 say). Drawing the spans later rather than as each answer ends keeps that work from
@@ -23,7 +24,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from pipelines.core.redaction import one_line, redact_secrets
+from pipelines.core.redaction import SecretRedactor, one_line, redact_secrets, secret_redactor
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import ReadableSpan
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
 
 __all__ = ["SpanShipper"]
 
-SpanBuilder = Callable[[], Sequence["ReadableSpan"]]
+SpanBuilder = Callable[[SecretRedactor], Sequence["ReadableSpan"]]
 
 # Answers taken from the queue at once: their spans go out in as few calls as fit a batch.
 _ANSWERS_PER_TAKE = 64
@@ -90,7 +91,7 @@ class SpanShipper:
                     )
                     self._thread.start()
                 return
-        self._dropped(len(self._built(build)))
+        self._dropped(len(self._built(build, secret_redactor())))
 
     def flush(self, timeout_s: float = 30.0) -> bool:
         """Wait until every answer queued so far was exported or dropped; False when
@@ -147,8 +148,9 @@ class SpanShipper:
                 return
             try:
                 batch: list[ReadableSpan] = []
+                redact = secret_redactor()
                 for build in taken:
-                    spans = self._built(build)
+                    spans = self._built(build, redact)
                     if batch and len(batch) + len(spans) > self.batch_spans:
                         self._export(batch)
                         batch = []
@@ -167,9 +169,9 @@ class SpanShipper:
             listener(spans)
 
     @staticmethod
-    def _built(build: SpanBuilder) -> Sequence[ReadableSpan]:
+    def _built(build: SpanBuilder, redact: SecretRedactor) -> Sequence[ReadableSpan]:
         try:
-            return build()
+            return build(redact)
         except Exception as error:  # a trace is never worth more than a line
             _warn(f"warning: an answer's trace was not drawn ({one_line(error)})")
             return ()

@@ -28,7 +28,7 @@ import dataclasses
 import functools
 import hashlib
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
@@ -55,7 +55,7 @@ from callbacks.finish_record import FinishRecord
 from callbacks.log import LogContents
 from callbacks.log_header import LogHeader
 from callbacks.tracing.context import child_span_id
-from pipelines.core.redaction import secret_redactor
+from pipelines.core.redaction import SecretRedactor, secret_redactor
 from pipelines.core.tags import (
     ADVICE_RECORD,
     ANSWER_TAG,
@@ -67,7 +67,11 @@ from pipelines.core.tags import (
     RETRIEVAL_RECORD,
     RETRIEVAL_TAG,
 )
-from pipelines.retrieval.retrieval_record import RetrievalRecord
+from pipelines.retrieval.retrieval_record import (
+    CandidateOutcome,
+    RetrievalRecord,
+    candidate_outcomes,
+)
 
 __all__ = [
     "AnswerRecords",
@@ -184,7 +188,8 @@ class _Reading:
     evidence_started: Mapping[str, Any] | None = None
     evidence_failed: str | None = None
     refusal: Mapping[str, Any] | None = None
-    retrieval: RetrievalRecord | None = None
+    retrieval: RetrievalRecord | None = None  # read briefly: its candidates are in outcomes
+    outcomes: list[CandidateOutcome] = field(default_factory=list)
     # The advice gate's rulings: (the run that sent it, or None, its data, when it came)
     advice: list[tuple[str | None, Mapping[str, Any], float]] = field(default_factory=list)
     documents: list[Mapping[str, Any]] = field(default_factory=list)
@@ -262,7 +267,8 @@ def _read_custom(
     if run is not None:
         run.custom.append((str(name), data, now))
     if name == RETRIEVAL_RECORD and isinstance(data, Mapping):
-        reading.retrieval = RetrievalRecord.read(data, ranks=False)
+        reading.retrieval = RetrievalRecord.read(data, brief=True)
+        reading.outcomes = candidate_outcomes(data)
     elif name == REFUSAL_EVENT and isinstance(data, Mapping):
         reading.refusal = data
     elif name == ADVICE_RECORD and isinstance(data, Mapping):
@@ -309,9 +315,12 @@ def _zero_ns(header: LogHeader, start: Mapping[str, Any] | None) -> int:
     return 0
 
 
-def answer_spans(records: AnswerRecords, *, content: bool = False) -> list[SpanSpec]:
+def answer_spans(
+    records: AnswerRecords, *, content: bool = False, redact: SecretRedactor | None = None
+) -> list[SpanSpec]:
     """The answer's spans, root first (see the module's docstring); ``content`` puts the
-    messages, the answer and the passages in too."""
+    messages, the answer and the passages in too. ``redact``: the redaction to apply, one
+    for a batch of answers (made now when not given)."""
     header = records.header
     reading = _read(records.items)
     trace_id, root_id, parent_id = answer_ids(header)
@@ -361,8 +370,25 @@ def answer_spans(records: AnswerRecords, *, content: bool = False) -> list[SpanS
         spans.append(_advice_span(data, t_ms, trace_id, span_id, parent, clock))
     spans.extend(_closing_spans(reading, trace_id, root_id, clock, content=content))
     root = _root_span(reading, header, trace_id, root_id, parent_id, clock, end_ms, content)
-    redact = functools.lru_cache(maxsize=None)(secret_redactor())
-    return [_redacted(span, redact) for span in [root, *spans]]
+    drawn = [root, *spans]
+    redact = redact or secret_redactor()
+    if not redact.touches("\n".join(_texts(drawn))):
+        return drawn  # one scan of them all found nothing a redaction would change
+    cached = functools.lru_cache(maxsize=None)(redact)
+    return [_redacted(span, cached) for span in drawn]
+
+
+def _texts(spans: Sequence[SpanSpec]) -> Iterator[str]:
+    """Every text the spans' attributes, events and errors hold."""
+    for span in spans:
+        for attributes in (span.attributes, *(event.attributes for event in span.events)):
+            for value in attributes.values():
+                if isinstance(value, str):
+                    yield value
+                elif isinstance(value, Sequence) and value and isinstance(value[0], str):
+                    yield from (str(item) for item in value)
+        if span.error is not None:
+            yield span.error[1]
 
 
 def _advice_span(
@@ -508,7 +534,7 @@ def _run_span(
     content: bool,
     evaluated: bool,
 ) -> SpanSpec:
-    attributes: dict[str, AttributeValue] = {f"{_OURS}.run_name": run.name}
+    attributes: dict[str, AttributeValue] = {}
     events: list[SpanEventSpec] = []
     if run.kind == "retriever":
         kind = OpenInferenceSpanKindValues.RETRIEVER.value
@@ -559,7 +585,7 @@ def _retrieval_attributes(
     """The numbered sources as the retriever's documents, in citation order, in both
     conventions; the unnumbered context and the search's counts as our own."""
     record = reading.retrieval
-    scores = {c.n: c.score for c in record.candidates if c.outcome == "kept"} if record else {}
+    scores = {c.n: c.score for c in reading.outcomes if c.outcome == "kept"}
     texts = _source_texts(reading)
     attributes: dict[str, AttributeValue] = {
         gen_ai.GEN_AI_OPERATION_NAME: "retrieval",
@@ -634,25 +660,17 @@ def _context_ids(reading: _Reading) -> list[str]:
 
 
 def _dropped(reading: _Reading) -> dict[str, AttributeValue]:
-    """The candidates the search dropped, as parallel lists (id, outcome, score; their
-    chunks and ranks are in the log): the record's own bound keeps them few
-    (:data:`pipelines.retrieval.retrieval_record.RECORD_BOUND`), and lists cost a collector
-    a fraction of what an event per candidate does."""
-    record = reading.retrieval
-    if record is None:
-        return {}
-    dropped = [c for c in record.candidates if c.outcome not in (None, "kept", "context")]
-    if not dropped:
-        return {}
-    at = f"{_OURS}.retrieval.dropped"
-    found: dict[str, AttributeValue] = {
-        f"{at}.ids": [c.st_id or c.url or c.chunk_id for c in dropped],
-        f"{at}.outcomes": [str(c.outcome) for c in dropped],
-    }
-    scores = [c.score for c in dropped]
-    if all(score is not None for score in scores):
-        found[f"{at}.scores"] = [float(score or 0.0) for score in scores]
-    return found
+    """The candidates the search dropped, as one JSON list of their ids, outcomes and
+    scores (their chunks and ranks are in the log), as ``gen_ai.retrieval.documents`` lists
+    the kept ones: the record's own bound keeps them few
+    (:data:`pipelines.retrieval.retrieval_record.RECORD_BOUND`), and one text costs the
+    exporter's encoder a fraction of what a list value per candidate does."""
+    dropped = [
+        {"id": c.id, "outcome": c.outcome, **({"score": c.score} if c.score is not None else {})}
+        for c in reading.outcomes
+        if c.outcome not in ("kept", "context")
+    ]
+    return {f"{_OURS}.retrieval.dropped": json.dumps(dropped)} if dropped else {}
 
 
 def _provider(header: LogHeader) -> str:
@@ -772,9 +790,10 @@ def _closing_spans(
     """The evidence step (its custom event to the finish) and the finalizer (the finish to
     ``done``), for an answer that reached them."""
     spans = []
+    finish = FinishRecord.read(reading.finish or {})
     if reading.evidence_ms is not None:
         end = reading.finish_ms if reading.finish_ms is not None else reading.end_ms
-        verdicts = FinishRecord.read(reading.finish).verdicts if reading.finish else ()
+        verdicts = finish.verdicts
         attributes: dict[str, AttributeValue] = {
             SpanAttributes.OPENINFERENCE_SPAN_KIND: OpenInferenceSpanKindValues.EVALUATOR.value,
             f"{_OURS}.evidence.judge": _judge(reading),
@@ -802,7 +821,6 @@ def _closing_spans(
             )
         )
     if reading.finish_ms is not None and reading.done is not None:
-        finish = FinishRecord.read(reading.finish or {})
         attributes = {
             SpanAttributes.OPENINFERENCE_SPAN_KIND: OpenInferenceSpanKindValues.CHAIN.value,
             f"{_OURS}.state": reading.done.state,

@@ -13,7 +13,7 @@ from __future__ import annotations
 import atexit
 import os
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from callbacks.events import Event, TokenEvent
@@ -87,13 +87,16 @@ class AnswerTracer:
     def recorder(self, context: TraceContext) -> TraceRecorder:
         return TraceRecorder(self, context)
 
-    def submit(self, records: AnswerRecords, trace_state: str | None = None) -> None:
-        """Hand an ended answer's records over: its spans are drawn and sent off the loop."""
+    def submit(self, records: Callable[[], AnswerRecords], trace_state: str | None = None) -> None:
+        """Hand an ended answer's records over, as a function that gathers them: they are
+        gathered, and the spans drawn and sent, off the loop."""
         from callbacks.tracing.otlp import readable_spans
 
         content, resource = self.content, self._resource
         self.shipper.submit(
-            lambda: readable_spans(answer_spans(records, content=content), resource, trace_state)
+            lambda redact: readable_spans(
+                answer_spans(records(), content=content, redact=redact), resource, trace_state
+            )
         )
 
     def flush(self, timeout_s: float = 30.0) -> bool:
@@ -127,12 +130,14 @@ class TraceRecorder:
             self._first_token = False
         self.items.append(event)
 
-    def submit(self, header: LogHeader) -> None:
-        """Send the answer's spans (once: a second call does nothing)."""
+    def submit(self, header: Callable[[], LogHeader]) -> None:
+        """Send the answer's spans (once: a second call does nothing); ``header`` makes the
+        log header they are drawn under, in the shipping thread, off the answer's path."""
         if self._submitted:
             return
         self._submitted = True
-        self.tracer.submit(AnswerRecords(header, self.items), self.context.trace_state)
+        items = self.items
+        self.tracer.submit(lambda: AnswerRecords(header(), items), self.context.trace_state)
 
 
 def _schedule_delay_s(environ: Mapping[str, str]) -> float:

@@ -5,9 +5,16 @@ from __future__ import annotations
 import os
 import re
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 
-__all__ = ["one_line", "redact_also", "redact_secrets", "secret_redactor", "warn_not_done"]
+__all__ = [
+    "SecretRedactor",
+    "one_line",
+    "redact_also",
+    "redact_secrets",
+    "secret_redactor",
+    "warn_not_done",
+]
 
 # Names of environment variables whose values are credentials (OPENAI_API_KEY, HF_TOKEN...).
 _SECRET_NAME_RE = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL", re.IGNORECASE)
@@ -22,7 +29,8 @@ _SECRET_SHAPE_RE = re.compile(
 )
 # What every shape above needs somewhere in the text: a quick scan for these spares the
 # lookbehinds on texts that hold none (most of a trace's attributes).
-_SHAPE_NEEDS_RE = re.compile(r"sk-|bearer |basic |://|=", re.IGNORECASE)
+_SHAPE_NEEDS = ("sk-", "bearer ", "basic ", "://", "=")
+_SHAPE_NEEDS_RE = re.compile("|".join(map(re.escape, _SHAPE_NEEDS)), re.IGNORECASE)
 _REDACTED = "[redacted]"
 # Shorter values are not redacted: they would blank out ordinary words.
 _MIN_SECRET_CHARS = 6
@@ -51,28 +59,52 @@ def redact_secrets(text: str) -> str:
     for secret in _configured:
         if secret in text:
             text = text.replace(secret, _REDACTED)
+    if not _may_hold_shape(text):
+        return text
     return _SECRET_SHAPE_RE.sub(_REDACTED, text)
 
 
-def secret_redactor() -> Callable[[str], str]:
-    """:func:`redact_secrets` for many texts at once (a trace's attributes): the secrets the
-    environment and :func:`redact_also` hold now, looked up once rather than per text."""
-    from_environment = [
-        value
-        for name, value in os.environ.items()
-        if len(value) >= _MIN_SECRET_CHARS and _SECRET_NAME_RE.search(name)
-    ]
-    secrets = (*from_environment, *_configured)
+class SecretRedactor:
+    """:func:`redact_secrets` for many texts at once (a batch of traces' attributes): the
+    secrets the environment and :func:`redact_also` hold when it is made, looked up once
+    rather than per text."""
 
-    def redact(text: str) -> str:
-        for secret in secrets:
+    def __init__(self) -> None:
+        from_environment = [
+            value
+            for name, value in os.environ.items()
+            if len(value) >= _MIN_SECRET_CHARS and _SECRET_NAME_RE.search(name)
+        ]
+        self._secrets = (*from_environment, *_configured)
+
+    def __call__(self, text: str) -> str:
+        for secret in self._secrets:
             if secret in text:
                 text = text.replace(secret, _REDACTED)
-        if _SHAPE_NEEDS_RE.search(text) is None:
+        if not _may_hold_shape(text):
             return text
         return _SECRET_SHAPE_RE.sub(_REDACTED, text)
 
-    return redact
+    def touches(self, text: str) -> bool:
+        """Whether redacting ``text`` could change it; False means no part of it holds a
+        credential either, so texts joined are checked at once."""
+        return _may_hold_shape(text) or any(secret in text for secret in self._secrets)
+
+
+def _may_hold_shape(text: str) -> bool:
+    """Whether ``text`` holds what every credential shape needs (:data:`_SHAPE_NEEDS`,
+    in any case). Plain text is lowered and searched for each, several times quicker than
+    the expression over a trace's few kilobytes; other text goes through the expression,
+    whose idea of case (the Kelvin sign is a k) lowering does not share."""
+    if text.isascii():
+        folded = text.lower()
+        return any(needle in folded for needle in _SHAPE_NEEDS)
+    return _SHAPE_NEEDS_RE.search(text) is not None
+
+
+def secret_redactor() -> SecretRedactor:
+    """A :class:`SecretRedactor` for the secrets known now."""
+    return SecretRedactor()
 
 
 def one_line(error: BaseException, limit: int = 300) -> str:

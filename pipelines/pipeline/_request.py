@@ -147,6 +147,10 @@ class AnswerRun:
             raise_error=self.pipeline.raise_handler_errors,
             record=record or (log.callback if log is not None else None),
             trace_id=self.trace.trace_id if self.trace is not None else None,
+            # A trace shows the models' text only with its content setting; a log keeps it.
+            record_text=log is not None
+            or self.pipeline.tracer is None
+            or self.pipeline.tracer.content,
         )
 
     def _header(self, releases: dict[str, Any] | None = None) -> LogHeader:
@@ -380,7 +384,7 @@ class AnswerRun:
             if log is not None:
                 log.close()
             if traced is not None:
-                traced.submit(self._header())
+                traced.submit(self._header)  # made off the answer's path
             if not finished:
                 finished = True
                 for observer in observers:

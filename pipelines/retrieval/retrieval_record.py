@@ -40,9 +40,10 @@ altered by hand still shows what it can.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, get_args
+from typing import Any, Literal, NamedTuple, get_args
 
 from pipelines.core.json_text import finite_number
 from pipelines.core.redaction import redact_secrets
@@ -52,10 +53,12 @@ __all__ = [
     "OUTCOMES",
     "RECORD_BOUND",
     "Candidate",
+    "CandidateOutcome",
     "CandidateRanks",
     "Outcome",
     "QueryLists",
     "RetrievalRecord",
+    "candidate_outcomes",
     "retrieval_record",
 ]
 
@@ -154,20 +157,20 @@ class RetrievalRecord:
         }
 
     @classmethod
-    def read(cls, data: Mapping[str, Any], *, ranks: bool = True) -> RetrievalRecord:
-        """The record in ``data`` (a log's custom event data), by the module's rule; without
-        ``ranks``, every candidate's ranks are left unread (empty), for a reader that shows
-        none (a trace: the ranks are most of the reading)."""
+    def read(cls, data: Mapping[str, Any], *, brief: bool = False) -> RetrievalRecord:
+        """The record in ``data`` (a log's custom event data), by the module's rule. ``brief``
+        leaves the candidates unread (none), for a trace, drawn for every answer:
+        :func:`candidate_outcomes` reads what it shows of them."""
         problems: dict[str, str] = {}
-        rows = data.get("candidates", [])
+        rows = [] if brief else data.get("candidates", [])
         if not isinstance(rows, list):
             _problem(problems, "", "candidates", "are not a list")
             rows = []
         candidates = tuple(
-            _read_candidate(row, f"candidate {number}", problems, ranks=ranks)
+            _read_candidate(row, f"candidate {number}", problems)
             for number, row in enumerate(rows, start=1)
         )
-        multilingual = ranks and any(
+        multilingual = any(
             isinstance(row, Mapping)
             and isinstance(row.get("ranks"), list)
             and any(isinstance(rank, Mapping) and "multilingual" in rank for rank in row["ranks"])
@@ -246,9 +249,7 @@ def _read_ranks(value: object, where: str, problems: dict[str, str]) -> tuple[Ca
 _RANK_NAMES = ("dense", "keyword", "multilingual")
 
 
-def _read_candidate(
-    row: object, where: str, problems: dict[str, str], *, ranks: bool = True
-) -> Candidate:
+def _read_candidate(row: object, where: str, problems: dict[str, str]) -> Candidate:
     if not isinstance(row, Mapping):
         problems[where] = f"{where} is not an object"
         return Candidate()
@@ -262,7 +263,7 @@ def _read_candidate(
         st_id=_text(row, "st_id", where, problems),
         url=_text(row, "url", where, problems),
         title=_text(row, "title", where, problems) or "",
-        ranks=_read_ranks(row.get("ranks", []), where, problems) if ranks else (),
+        ranks=_read_ranks(row.get("ranks", []), where, problems),
         fused=_number(row, "fused", where, problems),
         similarity=_number(row, "similarity", where, problems),
         keyword_evidence=_number(row, "keyword_evidence", where, problems),
@@ -270,6 +271,46 @@ def _read_candidate(
         outcome=outcome,
         n=_count(row, "n", where, problems),
     )
+
+
+class CandidateOutcome(NamedTuple):
+    """What became of one candidate, as a summary shows it: its source's id (a chunk id for
+    a source with neither), its outcome, its score and its number."""
+
+    id: str
+    outcome: Outcome
+    score: float | None
+    n: int | None
+
+
+def candidate_outcomes(data: Mapping[str, Any]) -> list[CandidateOutcome]:
+    """The record's candidates in ``data`` as :class:`CandidateOutcome`, in order, each field
+    read by :meth:`RetrievalRecord.read`'s rule (what this program never writes is missing);
+    a candidate with no outcome it writes, or that is not an object, is left out. A fraction
+    of reading every field (the ranks most of all), for a trace drawn for every answer."""
+    rows = data.get("candidates")
+    found = []
+    for row in rows if isinstance(rows, list) else ():
+        if type(row) is not dict and not isinstance(row, Mapping):
+            continue
+        outcome = row.get("outcome")
+        if outcome not in OUTCOMES:
+            continue
+        st_id, url, chunk_id = row.get("st_id"), row.get("url"), row.get("chunk_id")
+        identifier = (
+            st_id
+            if isinstance(st_id, str) and st_id
+            else url
+            if isinstance(url, str) and url
+            else chunk_id
+            if isinstance(chunk_id, str)
+            else ""
+        )
+        score, n = row.get("score"), row.get("n")
+        if type(score) is not float or not math.isfinite(score):
+            score = None if score is None else finite_number(score)
+        found.append(CandidateOutcome(identifier, outcome, score, n if type(n) is int else None))
+    return found
 
 
 @dataclass(frozen=True)

@@ -6,9 +6,17 @@ from pathlib import Path
 
 import httpx
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from callbacks.events import DoneEvent, StartEvent
-from pipelines.core.redaction import one_line, redact_secrets
+from pipelines.core.redaction import (
+    _SHAPE_NEEDS_RE,
+    _may_hold_shape,
+    one_line,
+    redact_secrets,
+    secret_redactor,
+)
 from tests.support.servers import serve_command
 from tests.support.sse import parse_sse
 
@@ -48,6 +56,41 @@ def test_values_of_credential_variables_are_redacted_even_across_lines(
 def test_ordinary_text_is_left_alone() -> None:
     text = "ABCA1 exports cholesterol [1]; see https://reactome.org/content/detail/R-HSA-5682113"
     assert redact_secrets(text) == text
+
+
+# Pieces of what every credential shape needs, some spelled with letters a case-blind match
+# takes for theirs (the long s, the Kelvin sign, the dotted and dotless i), among other text.
+_NEAR_SHAPES = st.lists(
+    st.sampled_from(
+        ["sk-", "\u017fk-", "s\u212a-", "Bearer ", "bas\u0130c ", "bas\u0131c ", "BASIC ", ":/",
+         "/", "=", "x", " ", "\n"]
+    ),
+    max_size=8,
+).map("".join)  # fmt: skip
+
+
+@given(st.one_of(_NEAR_SHAPES, st.text()))
+def test_the_quick_scan_finds_what_the_expression_finds(text: str) -> None:
+    assert _may_hold_shape(text) == (_SHAPE_NEEDS_RE.search(text) is not None)
+
+
+@given(
+    st.lists(
+        st.one_of(
+            _NEAR_SHAPES,
+            st.sampled_from(["sk-abcdefghij", "Bearer tok123", "x=1&token=abc", "plainvalue42"]),
+        ),
+        max_size=6,
+    )
+)
+def test_a_batch_redactor_redacts_as_each_text_alone_would(texts: list[str]) -> None:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("SOME_TOKEN", "plainvalue42")
+        redact = secret_redactor()
+        assert [redact(text) for text in texts] == [redact_secrets(text) for text in texts]
+        # Texts joined that nothing in would change: no text alone changes either.
+        if not redact.touches("\n".join(texts)):
+            assert [redact(text) for text in texts] == texts
 
 
 @pytest.mark.slow  # a `serve` subprocess

@@ -8,9 +8,18 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from callbacks.finish_record import FinishRecord
 from pipelines.evidence.claims import Claim, Verdict
-from pipelines.retrieval.retrieval_record import Candidate, CandidateRanks, RetrievalRecord
+from pipelines.retrieval.retrieval_record import (
+    OUTCOMES,
+    Candidate,
+    CandidateRanks,
+    RetrievalRecord,
+    candidate_outcomes,
+)
 
 
 def written(multilingual: bool) -> RetrievalRecord:
@@ -127,3 +136,42 @@ def test_an_altered_finish_record_names_what_replay_cannot_use() -> None:
     assert FinishRecord.read({"state": "answered", "verdicts": [huge]}).problems == {
         "verdict 1": "its score is not a finite number"
     }
+
+
+# What a log altered by hand may hold in a candidate's field: what we write, and what we never
+# do (a number as text, a bool, NaN, an integer too large for a float, a list).
+_ANY_VALUE = st.one_of(
+    st.none(),
+    st.text(max_size=3),
+    st.booleans(),
+    st.integers(-3, 3),
+    st.just(10**400),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.lists(st.integers(), max_size=1),
+)
+_ROW = st.one_of(
+    st.fixed_dictionaries(
+        {},
+        optional={
+            "st_id": _ANY_VALUE,
+            "url": _ANY_VALUE,
+            "chunk_id": _ANY_VALUE,
+            "score": _ANY_VALUE,
+            "n": _ANY_VALUE,
+            "outcome": st.one_of(st.sampled_from(OUTCOMES), _ANY_VALUE),
+        },
+    ),
+    _ANY_VALUE,  # not an object
+)
+
+
+@given(st.lists(_ROW, max_size=6))
+def test_the_outcomes_a_trace_reads_are_what_the_full_reading_says(rows: list[Any]) -> None:
+    data = {"candidates": rows}
+    assert [tuple(item) for item in candidate_outcomes(data)] == [
+        (c.st_id or c.url or c.chunk_id, c.outcome, c.score, c.n)
+        for c in RetrievalRecord.read(data).candidates
+        if c.outcome is not None
+    ]
+    # Read briefly, the record leaves its candidates to candidate_outcomes.
+    assert RetrievalRecord.read(data, brief=True).candidates == ()

@@ -257,6 +257,14 @@ def test_content_only_with_the_opt_in_and_secrets_redacted(tmp_path: Path) -> No
     assert "ABCA1" in str(said_model["llm.output_messages.0.message.content"])
     said_retrieval = attrs(by_name(said_spans)["retrieval"])
     assert said_retrieval["retrieval.documents.0.document.content"] == ABCA1.page_content
+    # Without an event log the handler records the models' text for the trace alone.
+    unlogged_exporter = InMemorySpanExporter()
+    unlogged = traced_pipeline(
+        tmp_path / "unlogged", unlogged_exporter, trace_content=True, event_logs=False
+    )
+    unlogged.invoke(question)
+    unlogged_model = by_name(spans_of(unlogged, unlogged_exporter))["answer_model"]
+    assert loosely(unlogged_model) == loosely(by_name(said_spans)["answer_model"])
     quiet_retrieval = attrs(by_name(quiet_spans)["retrieval"])
     assert "retrieval.documents.0.document.content" not in quiet_retrieval
 
@@ -335,3 +343,58 @@ print(json.dumps({{"trace_id": result["trace_id"], "tracer": pipeline.tracer is 
     )
     said = json.loads(found.stdout.strip().splitlines()[-1])
     assert said == {"trace_id": None, "tracer": True, "loaded": [], "state": "answered"}
+
+
+def loosely(span: ReadableSpan) -> dict[str, Any]:
+    """A span as another answer to the same question gives it: its own ids, request id and
+    times left out."""
+    own = ("first_token_ms", "request_id")
+    return {
+        "name": span.name,
+        "kind": span.kind,
+        "attributes": {
+            k: v for k, v in attrs(span).items() if ".timings." not in k and not k.endswith(own)
+        },
+        "events": [(event.name, attrs(event)) for event in span.events],
+    }
+
+
+def test_a_real_search_traces_its_dropped_candidates_logged_or_not(
+    sample_home: Path, minilm: Any, tmp_path: Path, exporter: InMemorySpanExporter
+) -> None:
+    from callbacks.log_records import read_retrieval_record
+
+    question = "What causes Tangier disease, and what does ABCA1 do?"
+    pipelines = {
+        logged: AnswerPipeline(
+            load_settings(home=sample_home, logs_path=tmp_path / "logs", event_logs=logged),
+            embeddings=minilm,
+            raise_handler_errors=True,
+            span_exporter=exporter,
+        )
+        for logged in (True, False)
+    }
+    traces = []
+    for pipeline in pipelines.values():
+        pipeline.invoke(question)
+        traces.append(spans_of(pipeline, exporter))
+        exporter.clear()
+    logged, unlogged = traces
+    # The answer's log need not be written for its trace to hold everything.
+    assert [loosely(span) for span in unlogged] == [loosely(span) for span in logged]
+
+    record = read_retrieval_record(read_log(list_log_files(tmp_path / "logs")[0]))
+    assert record is not None
+    dropped = [c for c in record.candidates if c.outcome not in ("kept", "context")]
+    assert dropped  # the sample's search always leaves some out
+    traced = json.loads(
+        str(attrs(by_name(logged)["retrieval"])["reactome_answers.retrieval.dropped"])
+    )
+    assert [(item["id"], item["outcome"], item.get("score")) for item in traced] == [
+        (c.st_id or c.url or c.chunk_id, c.outcome, c.score) for c in dropped
+    ]
+    kept = {c.n or 0: c.score for c in record.candidates if c.outcome == "kept"}
+    retrieval = attrs(by_name(logged)["retrieval"])
+    assert [retrieval[f"retrieval.documents.{i}.document.score"] for i in range(len(kept))] == [
+        kept[n] for n in sorted(kept)
+    ]
