@@ -28,7 +28,7 @@ import dataclasses
 import functools
 import hashlib
 import json
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
@@ -378,17 +378,21 @@ def answer_spans(
     return [_redacted(span, cached) for span in drawn]
 
 
-def _texts(spans: Sequence[SpanSpec]) -> Iterator[str]:
+def _texts(spans: Sequence[SpanSpec]) -> list[str]:
     """Every text the spans' attributes, events and errors hold."""
+    found: list[str] = []
     for span in spans:
         for attributes in (span.attributes, *(event.attributes for event in span.events)):
             for value in attributes.values():
                 if isinstance(value, str):
-                    yield value
+                    found.append(value)
+                elif isinstance(value, int | float):
+                    continue  # (a quick way past the numbers: a Sequence check is slow)
                 elif isinstance(value, Sequence) and value and isinstance(value[0], str):
-                    yield from (str(item) for item in value)
+                    found.extend(map(str, value))  # as _redacted reads them
         if span.error is not None:
-            yield span.error[1]
+            found.append(span.error[1])
+    return found
 
 
 def _advice_span(

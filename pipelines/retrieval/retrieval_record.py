@@ -76,6 +76,7 @@ Outcome = Literal[
     "over_cap",
 ]
 OUTCOMES: tuple[Outcome, ...] = get_args(Outcome)
+_OUTCOME_NAMES = frozenset(OUTCOMES)
 # The chunks whose text the model was given: always in the record, whatever the bound.
 _GIVEN = frozenset({"kept", "context", "runner_up"})
 
@@ -290,26 +291,25 @@ def candidate_outcomes(data: Mapping[str, Any]) -> list[CandidateOutcome]:
     of reading every field (the ranks most of all), for a trace drawn for every answer."""
     rows = data.get("candidates")
     found = []
+    make = CandidateOutcome._make
     for row in rows if isinstance(rows, list) else ():
         if type(row) is not dict and not isinstance(row, Mapping):
             continue
-        outcome = row.get("outcome")
-        if outcome not in OUTCOMES:
+        get = row.get
+        outcome = get("outcome")
+        if not isinstance(outcome, str) or outcome not in _OUTCOME_NAMES:
             continue
-        st_id, url, chunk_id = row.get("st_id"), row.get("url"), row.get("chunk_id")
-        identifier = (
-            st_id
-            if isinstance(st_id, str) and st_id
-            else url
-            if isinstance(url, str) and url
-            else chunk_id
-            if isinstance(chunk_id, str)
-            else ""
-        )
-        score, n = row.get("score"), row.get("n")
+        identifier = get("st_id")
+        if not isinstance(identifier, str) or not identifier:
+            identifier = get("url")
+            if not isinstance(identifier, str) or not identifier:
+                identifier = get("chunk_id")
+                if not isinstance(identifier, str):
+                    identifier = ""
+        score, n = get("score"), get("n")
         if type(score) is not float or not math.isfinite(score):
             score = None if score is None else finite_number(score)
-        found.append(CandidateOutcome(identifier, outcome, score, n if type(n) is int else None))
+        found.append(make((identifier, outcome, score, n if type(n) is int else None)))
     return found
 
 
