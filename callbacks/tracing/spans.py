@@ -81,6 +81,7 @@ __all__ = [
     "SpanSpec",
     "answer_ids",
     "answer_spans",
+    "span_count",
 ]
 
 AttributeValue = str | bool | int | float | Sequence[str] | Sequence[int] | Sequence[float]
@@ -141,6 +142,34 @@ class AnswerRecords:
             # Contents built without their lines (a test's): the callbacks, then the events.
             return cls(contents.header, [*contents.callbacks, *contents.events])
         return cls(contents.header, [item for _, item in sorted(lines, key=lambda x: x[0])])
+
+
+def span_count(items: Sequence[Mapping[str, Any] | Event]) -> int:
+    """How many spans :func:`answer_spans` draws from an answer's records ``items``, counted
+    without drawing them (an answer dropped from a full queue is counted on the caller's
+    thread): the root, each run but the chain's own, each advice ruling, and the evidence
+    and finalizer spans when the answer reached them."""
+    runs: set[str] = set()
+    count, evidence, finish, done = 1, False, False, False
+    for item in items:
+        if not isinstance(item, Mapping):
+            done = done or isinstance(item, DoneEvent)
+            continue
+        hook = item.get("hook")
+        if hook == "custom_event":
+            name = item.get("name")
+            if name == ADVICE_RECORD and isinstance(item.get("data"), Mapping):
+                count += 1
+            evidence = evidence or name == EVIDENCE_STARTED
+        elif hook == "finish":
+            finish = True
+        elif isinstance(hook, str) and hook.endswith("_start"):
+            run_id = str(item.get("run_id") or "")
+            if run_id and run_id not in runs:
+                runs.add(run_id)
+                # the chain with no parent is the answer itself: the root stands for it
+                count += hook != "chain_start" or bool(item.get("parent_run_id"))
+    return count + evidence + (finish and done)
 
 
 def answer_ids(header: LogHeader) -> tuple[str, str, str | None]:

@@ -13,14 +13,14 @@ from __future__ import annotations
 import atexit
 import os
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from callbacks.events import Event, TokenEvent
 from callbacks.log_header import LogHeader
 from callbacks.tracing.context import TraceContext, TraceParent, parse_traceparent
 from callbacks.tracing.settings import TraceSettings
-from callbacks.tracing.spans import AnswerRecords, answer_spans
+from callbacks.tracing.spans import AnswerRecords, answer_spans, span_count
 from pipelines.core.errors import ConfigurationError
 
 if TYPE_CHECKING:
@@ -87,16 +87,25 @@ class AnswerTracer:
     def recorder(self, context: TraceContext) -> TraceRecorder:
         return TraceRecorder(self, context)
 
-    def submit(self, records: Callable[[], AnswerRecords], trace_state: str | None = None) -> None:
-        """Hand an ended answer's records over, as a function that gathers them: they are
-        gathered, and the spans drawn and sent, off the loop."""
+    def submit(
+        self,
+        header: Callable[[], LogHeader],
+        items: Sequence[Mapping[str, Any] | Event],
+        trace_state: str | None = None,
+    ) -> None:
+        """Hand an ended answer's records over (:class:`AnswerRecords`, its header as a
+        function that makes it): the header is made, and the spans drawn and sent, off the
+        loop. Should the queue be full, its spans are counted, not drawn."""
         from callbacks.tracing.otlp import readable_spans
 
         content, resource = self.content, self._resource
         self.shipper.submit(
             lambda redact: readable_spans(
-                answer_spans(records(), content=content, redact=redact), resource, trace_state
-            )
+                answer_spans(AnswerRecords(header(), items), content=content, redact=redact),
+                resource,
+                trace_state,
+            ),
+            count=lambda: span_count(items),
         )
 
     def flush(self, timeout_s: float = 30.0) -> bool:
@@ -136,8 +145,7 @@ class TraceRecorder:
         if self._submitted:
             return
         self._submitted = True
-        items = self.items
-        self.tracer.submit(lambda: AnswerRecords(header(), items), self.context.trace_state)
+        self.tracer.submit(header, self.items, self.context.trace_state)
 
 
 def _schedule_delay_s(environ: Mapping[str, str]) -> float:
@@ -192,10 +200,13 @@ _TRACERS: dict[tuple[TraceSettings, bool], AnswerTracer] = {}
 _TRACERS_LOCK = threading.Lock()
 
 
-def tracer_from_environ(content: bool = False) -> AnswerTracer | None:
-    """The process's tracer for the exporter the standard variables configure, one per
-    configuration (its spans are sent at exit); None when they configure none."""
-    settings = TraceSettings.from_environ()
+def tracer_from_environ(
+    content: bool = False, settings: TraceSettings | None = None
+) -> AnswerTracer | None:
+    """The process's tracer for the exporter the standard variables configure (``settings``,
+    when the caller read them already), one per configuration (its spans are sent at exit);
+    None when they configure none."""
+    settings = settings or TraceSettings.from_environ()
     if settings is None:
         return None
     with _TRACERS_LOCK:

@@ -41,7 +41,7 @@ from pipelines.pipeline._retrieval import OutsideRetrieval, OwnRetrieval, Retrie
 from pipelines.pipeline._runnable import PipelineRunnable
 from pipelines.pipeline._sync import SyncRunner
 from pipelines.retrieval.advice import AdviceGate, AdviceVerdict
-from pipelines.retrieval.refusal_rules import ADVICE_REFUSAL, Refusal, rule_refusal
+from pipelines.retrieval.refusal_rules import Refusal, advice_refusal, rule_refusal
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace.export import SpanExporter
@@ -61,11 +61,12 @@ def _tracer(exporter: SpanExporter | None, *, content: bool) -> AnswerTracer | N
         return AnswerTracer(exporter, where="the span exporter given", content=content)
     from callbacks.tracing.settings import TraceSettings
 
-    if TraceSettings.from_environ() is None:
+    settings = TraceSettings.from_environ()
+    if settings is None:
         return None
     from callbacks.tracing.tracer import tracer_from_environ
 
-    return tracer_from_environ(content=content)
+    return tracer_from_environ(content=content, settings=settings)
 
 
 def nothing_found_text() -> str:
@@ -249,9 +250,7 @@ class AnswerPipeline:
     def check_advice(self, question: str) -> Refusal | None:
         """The advice gate's refusal of the (normalized) question, or None: one embedding."""
         judged = self.judge_advice(question)
-        if judged is None or not judged[0].refused:
-            return None
-        return Refusal(ADVICE_REFUSAL, "similar_examples", judged[0].detail())
+        return None if judged is None else advice_refusal(judged[0])
 
     def judge_advice(self, question: str) -> tuple[AdviceVerdict, float, float] | None:
         """The advice gate's verdict on the (normalized) question, and when it began and

@@ -29,7 +29,7 @@ from pipelines.core.tags import ADVICE_RECORD, EVIDENCE_FAILED, EVIDENCE_STARTED
 from pipelines.evidence.claims import Claim, Verdict
 from pipelines.evidence.judges import judge_key
 from pipelines.language import DEFAULT_LANGUAGE, detect_language
-from pipelines.retrieval.refusal_rules import ADVICE_REFUSAL, Refusal
+from pipelines.retrieval.refusal_rules import ADVICE_REFUSAL, Refusal, advice_refusal
 
 if TYPE_CHECKING:
     from callbacks.tracing.tracer import TraceRecorder
@@ -277,9 +277,7 @@ class AnswerRun:
         # From this worker thread, like the finishing work: the handler's records go to the
         # loop in call order (_on_loop).
         handler.on_custom_event(ADVICE_RECORD, verdict.timed(started, ended), run_id=uuid.uuid4())
-        if not verdict.refused:
-            return None
-        return Refusal(ADVICE_REFUSAL, "similar_examples", verdict.detail())
+        return advice_refusal(verdict)
 
     async def _judge(self, handler: AnswerEventHandler, reply: str) -> list[tuple[Claim, Verdict]]:
         """The judge's ruling on each (sentence, cited source) pair of the answer; none when

@@ -10,12 +10,15 @@ from __future__ import annotations
 import re
 import unicodedata
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pipelines.core.redaction import redact_secrets
 from pipelines.language import DEFAULT_LANGUAGE, fixed_text
 
-__all__ = ["ADVICE_REFUSAL", "Refusal", "question_too_long", "rule_refusal"]
+if TYPE_CHECKING:
+    from pipelines.retrieval.advice import AdviceVerdict
+
+__all__ = ["ADVICE_REFUSAL", "Refusal", "advice_refusal", "question_too_long", "rule_refusal"]
 
 # The English texts; every language's are in pipelines/language/texts.
 _EMPTY = fixed_text("empty_question", DEFAULT_LANGUAGE)
@@ -174,3 +177,10 @@ def rule_refusal(question: str, max_chars: int) -> Refusal | None:
             ADVICE_REFUSAL, "rule", {"rule": "personal_care", "matched": redact_secrets(matched)}
         )
     return None
+
+
+def advice_refusal(verdict: AdviceVerdict) -> Refusal | None:
+    """The refusal the advice gate's ``verdict`` makes; None when it lets the question by."""
+    if not verdict.refused:
+        return None
+    return Refusal(ADVICE_REFUSAL, "similar_examples", verdict.detail())

@@ -25,14 +25,16 @@ import os
 import statistics
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
+from callbacks.events import Event
 from callbacks.handler import AnswerEventHandler
+from callbacks.log_header import LogHeader
 from callbacks.tracing.context import TraceContext
 from callbacks.tracing.otlp import readable_spans
 from callbacks.tracing.spans import AnswerRecords, answer_spans
@@ -106,9 +108,13 @@ def bench_answers(
     kept: list[Callable[[], AnswerRecords]] = []
     submit = on.tracer.submit
 
-    def keep(records: Callable[[], AnswerRecords], trace_state: str | None = None) -> None:
-        kept.append(records)
-        submit(records, trace_state)
+    def keep(
+        header: Callable[[], LogHeader],
+        items: Sequence[Mapping[str, Any] | Event],
+        trace_state: str | None = None,
+    ) -> None:
+        kept.append(lambda: AnswerRecords(header(), items))
+        submit(header, items, trace_state)
 
     on.tracer.submit = keep  # type: ignore[method-assign]
     # Every question once through each first: models, indexes, the SDK and each question's

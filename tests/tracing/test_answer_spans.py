@@ -398,3 +398,41 @@ def test_a_real_search_traces_its_dropped_candidates_logged_or_not(
     assert [retrieval[f"retrieval.documents.{i}.document.score"] for i in range(len(kept))] == [
         kept[n] for n in sorted(kept)
     ]
+
+
+def test_a_full_queue_counts_each_answers_spans_without_drawing_them(
+    tmp_path: Path, exporter: InMemorySpanExporter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What /metrics reports as dropped is what the answers would have sent: for each state
+    an answer ends in, the spans counted on a full queue equal the spans drawn on an empty
+    one."""
+    asked: list[tuple[dict[str, Any], str]] = [
+        ({}, "What does ABCA1 do?"),  # answered
+        ({}, PERSONAL_CARE[0]),  # refused
+        ({"documents": []}, "What does ABCA1 do?"),  # nothing found
+        ({"answer": ScriptedStream(script=breaks_after_a_token)}, "What does ABCA1 do?"),
+    ]
+    drawn = []
+    for index, (made, question) in enumerate(asked):
+        pipeline = traced_pipeline(tmp_path / f"drawn{index}", exporter, **made)
+        pipeline.invoke(question)
+        drawn.append(len(spans_of(pipeline, exporter)))
+        exporter.clear()
+    assert drawn[0] > drawn[2] > drawn[1] >= 2  # the states differ in what ran
+
+    import callbacks.tracing.tracer as tracer_module
+
+    def not_drawn(*_: Any, **__: Any) -> list[Any]:
+        raise AssertionError("a dropped answer's spans were drawn")
+
+    monkeypatch.setattr(tracer_module, "answer_spans", not_drawn)
+    counted = []
+    for index, (made, question) in enumerate(asked):
+        pipeline = traced_pipeline(tmp_path / f"full{index}", exporter, **made)
+        assert pipeline.tracer is not None
+        pipeline.tracer.shipper.max_answers = 0  # full: every answer is dropped
+        pipeline.invoke(question)
+        assert pipeline.tracer.flush(30)
+        counted.append(pipeline.tracer.dropped)
+    assert counted == drawn
+    assert exporter.get_finished_spans() == ()
