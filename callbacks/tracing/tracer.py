@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from opentelemetry.sdk.trace.sampling import Sampler
 
     from callbacks.tracing.shipping import SpanShipper
+    from pipelines.core.redaction import SecretRedactor
 
 __all__ = ["AnswerTracer", "TraceRecorder", "tracer_from_environ"]
 
@@ -89,19 +90,19 @@ class AnswerTracer:
 
     def submit(
         self,
-        header: Callable[[], LogHeader],
+        header: Callable[[SecretRedactor], LogHeader],
         items: Sequence[Mapping[str, Any] | Event],
         trace_state: str | None = None,
     ) -> None:
         """Hand an ended answer's records over (:class:`AnswerRecords`, its header as a
-        function that makes it): the header is made, and the spans drawn and sent, off the
-        loop. Should the queue be full, its spans are counted, not drawn."""
+        function that makes it with a redaction): the header is made, and the spans drawn and
+        sent, off the loop. Should the queue be full, its spans are counted, not drawn."""
         from callbacks.tracing.otlp import readable_spans
 
         content, resource = self.content, self._resource
         self.shipper.submit(
             lambda redact: readable_spans(
-                answer_spans(AnswerRecords(header(), items), content=content, redact=redact),
+                answer_spans(AnswerRecords(header(redact), items), content=content, redact=redact),
                 resource,
                 trace_state,
             ),
@@ -139,9 +140,10 @@ class TraceRecorder:
             self._first_token = False
         self.items.append(event)
 
-    def submit(self, header: Callable[[], LogHeader]) -> None:
+    def submit(self, header: Callable[[SecretRedactor], LogHeader]) -> None:
         """Send the answer's spans (once: a second call does nothing); ``header`` makes the
-        log header they are drawn under, in the shipping thread, off the answer's path."""
+        log header they are drawn under, with the redaction given, in the shipping thread,
+        off the answer's path."""
         if self._submitted:
             return
         self._submitted = True

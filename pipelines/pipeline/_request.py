@@ -153,17 +153,20 @@ class AnswerRun:
             or self.pipeline.tracer.content,
         )
 
-    def _header(self, releases: dict[str, Any] | None = None) -> LogHeader:
-        """What the request's log opens with, and its trace's spans are drawn under."""
+    def _header(
+        self,
+        releases: dict[str, Any] | None = None,
+        redact: Callable[[str], str] = redact_secrets,
+    ) -> LogHeader:
+        """What the request's log opens with, and its trace's spans are drawn under (with the
+        redaction a batch of traces shares)."""
         trace = self.trace
         return LogHeader(
             request_id=self.request_id,
             question=self.shown,
-            normalized_question=redact_secrets(self.normalized),
+            normalized_question=redact(self.normalized),
             # What the expander and the model saw before the question.
-            history=tuple(
-                (role, redact_secrets(content)) for role, content in self.options.history
-            ),
+            history=tuple((role, redact(content)) for role, content in self.options.history),
             collections=tuple(self.options.collections or ("auto",)),
             releases=releases or {},
             options=self.start_options,
@@ -382,7 +385,8 @@ class AnswerRun:
             if log is not None:
                 log.close()
             if traced is not None:
-                traced.submit(self._header)  # made off the answer's path
+                # made off the answer's path, with the batch's redaction
+                traced.submit(lambda redact: self._header(redact=redact))
             if not finished:
                 finished = True
                 for observer in observers:

@@ -39,7 +39,7 @@ from callbacks.tracing.context import TraceContext
 from callbacks.tracing.otlp import readable_spans
 from callbacks.tracing.spans import AnswerRecords, answer_spans
 from callbacks.tracing.tracer import AnswerTracer
-from pipelines.core.redaction import secret_redactor
+from pipelines.core.redaction import SecretRedactor, secret_redactor
 from pipelines.core.settings import Settings
 from pipelines.core.tags import RETRIEVAL_TAG
 from pipelines.pipeline import AnswerPipeline
@@ -109,11 +109,11 @@ def bench_answers(
     submit = on.tracer.submit
 
     def keep(
-        header: Callable[[], LogHeader],
+        header: Callable[[SecretRedactor], LogHeader],
         items: Sequence[Mapping[str, Any] | Event],
         trace_state: str | None = None,
     ) -> None:
-        kept.append(lambda: AnswerRecords(header(), items))
+        kept.append(lambda: AnswerRecords(header(secret_redactor()), items))
         submit(header, items, trace_state)
 
     on.tracer.submit = keep  # type: ignore[method-assign]
