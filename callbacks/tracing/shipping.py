@@ -68,8 +68,8 @@ class SpanShipper:
         # Told of each drop, with how many spans (the server's /metrics counter); called from
         # the shipping thread or the answer's, so it must be quick and thread-safe.
         self.on_dropped: list[Callable[[int], None]] = []
-        # (when it was queued, time.monotonic; its spans to draw), oldest first
-        self._waiting: deque[tuple[float, SpanBuilder]] = deque()
+        # (when it was queued, time.monotonic; its spans to draw; how many), oldest first
+        self._waiting: deque[tuple[float, SpanBuilder, Callable[[], int]]] = deque()
         self._busy = 0  # answers taken from the queue and not yet exported
         self._flushing = 0  # callers waiting in flush(): the queue goes out now
         self._changed = threading.Condition()
@@ -83,7 +83,7 @@ class SpanShipper:
             if self._stopped:
                 return
             if len(self._waiting) < self.max_answers:
-                self._waiting.append((time.monotonic(), build))
+                self._waiting.append((time.monotonic(), build, count))
                 if len(self._waiting) >= _ANSWERS_PER_TAKE:
                     self._changed.notify_all()  # a batch is full; otherwise it waits its delay
                 if self._thread is None:
@@ -125,7 +125,7 @@ class SpanShipper:
             return 0.0
         return max(0.0, self._waiting[0][0] + self.delay_s - time.monotonic())
 
-    def _take(self) -> list[SpanBuilder] | None:
+    def _take(self) -> list[tuple[SpanBuilder, Callable[[], int]]] | None:
         """The answers to send next, once a batch is full, the oldest has waited its delay,
         or someone flushes; None once stopped with nothing left."""
         with self._changed:
@@ -136,9 +136,9 @@ class SpanShipper:
                 if due is None and self._stopped:
                     return None
                 self._changed.wait(timeout=due)
-            taken = [self._waiting.popleft()[1]]
+            taken = [self._waiting.popleft()[1:]]
             while self._waiting and len(taken) < _ANSWERS_PER_TAKE:
-                taken.append(self._waiting.popleft()[1])
+                taken.append(self._waiting.popleft()[1:])
             self._busy += len(taken)
             return taken
 
@@ -149,8 +149,11 @@ class SpanShipper:
                 return
             try:
                 batch: list[ReadableSpan] = []
-                redact = secret_redactor()
-                for build in taken:
+                redact = self._redactor()
+                if redact is None:
+                    self._dropped(sum(count() for _, count in taken))
+                    continue
+                for build, _ in taken:
                     spans = self._built(build, redact)
                     if batch and len(batch) + len(spans) > self.batch_spans:
                         self._export(batch)
@@ -158,6 +161,8 @@ class SpanShipper:
                     batch.extend(spans)
                 if batch:
                     self._export(batch)
+            except Exception as error:  # the thread outlives whatever one batch raises
+                _warn(f"warning: a batch of traces was not sent ({one_line(error)})")
             finally:
                 with self._changed:
                     self._busy -= len(taken)
@@ -168,6 +173,16 @@ class SpanShipper:
             self.dropped += spans
         for listener in list(self.on_dropped):
             listener(spans)
+
+    @staticmethod
+    def _redactor() -> SecretRedactor | None:
+        """The batch's redaction; None (the batch is not drawn) should making it fail: the
+        thread must outlive anything an answer's trace can raise."""
+        try:
+            return secret_redactor()
+        except Exception as error:
+            _warn(f"warning: a batch of traces was not drawn ({one_line(error)})")
+            return None
 
     @staticmethod
     def _built(build: SpanBuilder, redact: SecretRedactor) -> Sequence[ReadableSpan]:

@@ -28,7 +28,7 @@ import dataclasses
 import functools
 import hashlib
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
@@ -95,6 +95,52 @@ EVALUATION_NAME = "citation_support"
 _SERVED = frozenset({"http", "sse", "openai", "ai_sdk", "mcp"})
 # What a model choice (the ``llm`` setting) is called as gen_ai.provider.name.
 _PROVIDERS = {"openai": "openai", "llamacpp": "llama.cpp", "extractive": "reactome-answers"}
+
+
+# The attributes whose text is JSON: redacted string by string, not as text (a credential's
+# shape could swallow the JSON's own quotes, and its escapes could hide a secret).
+_JSON_ATTRIBUTES = frozenset(
+    {
+        gen_ai.GEN_AI_RETRIEVAL_DOCUMENTS,
+        gen_ai.GEN_AI_INPUT_MESSAGES,
+        gen_ai.GEN_AI_OUTPUT_MESSAGES,
+        f"{_OURS}.retrieval.dropped",
+    }
+)
+_JSON_METADATA = f".{DocumentAttributes.DOCUMENT_METADATA}"
+
+
+def _is_json(key: str) -> bool:
+    return key in _JSON_ATTRIBUTES or key.endswith(_JSON_METADATA)
+
+
+def _json(value: Any) -> str:
+    """A JSON attribute's text, its characters as they are: a scan of the text then sees
+    each string whole, unless it holds what JSON escapes (a quote, a backslash)."""
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _json_texts(value: Any) -> Iterator[str]:
+    """The strings in a JSON value, keys and values."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, list):
+        for item in value:
+            yield from _json_texts(item)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield key
+            yield from _json_texts(item)
+
+
+def _json_redacted(value: Any, redact: Callable[[str], str]) -> Any:
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, list):
+        return [_json_redacted(item, redact) for item in value]
+    if isinstance(value, dict):
+        return {redact(key): _json_redacted(item, redact) for key, item in value.items()}
+    return value
 
 
 @dataclass(frozen=True)
@@ -412,9 +458,12 @@ def _texts(spans: Sequence[SpanSpec]) -> list[str]:
     found: list[str] = []
     for span in spans:
         for attributes in (span.attributes, *(event.attributes for event in span.events)):
-            for value in attributes.values():
+            for key, value in attributes.items():
                 if isinstance(value, str):
-                    found.append(value)
+                    if "\\" in value and _is_json(key):  # escapes: its strings as they are
+                        found.extend(_json_texts(json.loads(value)))
+                    else:
+                        found.append(value)
                 elif isinstance(value, int | float):
                     continue  # (a quick way past the numbers: a Sequence check is slow)
                 elif isinstance(value, Sequence) and value and isinstance(value[0], str):
@@ -648,13 +697,13 @@ def _retrieval_attributes(
             "collection": data.collection,
             **({"st_id": data.st_id} if data.st_id else {"url": data.url}),
         }
-        attributes[f"{at}.{DocumentAttributes.DOCUMENT_METADATA}"] = json.dumps(metadata)
+        attributes[f"{at}.{DocumentAttributes.DOCUMENT_METADATA}"] = _json(metadata)
         if score is not None:
             attributes[f"{at}.{DocumentAttributes.DOCUMENT_SCORE}"] = score
         if content and data.n in texts:
             attributes[f"{at}.{DocumentAttributes.DOCUMENT_CONTENT}"] = texts[data.n]
         listed.append({"id": identifier, **({"score": score} if score is not None else {})})
-    attributes[gen_ai.GEN_AI_RETRIEVAL_DOCUMENTS] = json.dumps(listed)
+    attributes[gen_ai.GEN_AI_RETRIEVAL_DOCUMENTS] = _json(listed)
     context = _context_ids(reading)
     if context:
         attributes[f"{_OURS}.retrieval.context"] = context
@@ -703,7 +752,7 @@ def _dropped(reading: _Reading) -> dict[str, AttributeValue]:
         for c in reading.outcomes
         if c.outcome not in ("kept", "context")
     ]
-    return {f"{_OURS}.retrieval.dropped": json.dumps(dropped)} if dropped else {}
+    return {f"{_OURS}.retrieval.dropped": _json(dropped)} if dropped else {}
 
 
 def _provider(header: LogHeader) -> str:
@@ -767,7 +816,7 @@ def _messages(run: _Run) -> dict[str, AttributeValue]:
         attributes[f"{at}.{MessageAttributes.MESSAGE_ROLE}"] = str(message.get("role"))
         attributes[f"{at}.{MessageAttributes.MESSAGE_CONTENT}"] = str(message.get("content"))
     if sent:
-        attributes[gen_ai.GEN_AI_INPUT_MESSAGES] = json.dumps(
+        attributes[gen_ai.GEN_AI_INPUT_MESSAGES] = _json(
             [
                 {
                     "role": str(m.get("role")),
@@ -781,7 +830,7 @@ def _messages(run: _Run) -> dict[str, AttributeValue]:
         at = f"{SpanAttributes.LLM_OUTPUT_MESSAGES}.0"
         attributes[f"{at}.{MessageAttributes.MESSAGE_ROLE}"] = "assistant"
         attributes[f"{at}.{MessageAttributes.MESSAGE_CONTENT}"] = text
-        attributes[gen_ai.GEN_AI_OUTPUT_MESSAGES] = json.dumps(
+        attributes[gen_ai.GEN_AI_OUTPUT_MESSAGES] = _json(
             [{"role": "assistant", "parts": [{"type": "text", "content": text}]}]
         )
         attributes[SpanAttributes.OUTPUT_VALUE] = text
@@ -879,8 +928,10 @@ def _closing_spans(
 def _redacted(span: SpanSpec, redact: Callable[[str], str]) -> SpanSpec:
     """The span with every text in it passed through the redaction the logs apply."""
 
-    def clean(value: AttributeValue) -> AttributeValue:
+    def clean(key: str, value: AttributeValue) -> AttributeValue:
         if isinstance(value, str):
+            if _is_json(key):
+                return _json(_json_redacted(json.loads(value), redact))
             return redact(value)
         if isinstance(value, Sequence) and value and isinstance(value[0], str):
             texts = [str(item) for item in value]
@@ -892,12 +943,12 @@ def _redacted(span: SpanSpec, redact: Callable[[str], str]) -> SpanSpec:
 
     return dataclasses.replace(
         span,
-        attributes={key: clean(value) for key, value in span.attributes.items()},
+        attributes={key: clean(key, value) for key, value in span.attributes.items()},
         events=tuple(
             SpanEventSpec(
                 event.name,
                 event.time_ns,
-                {key: clean(value) for key, value in event.attributes.items()},
+                {key: clean(key, value) for key, value in event.attributes.items()},
             )
             for event in span.events
         ),

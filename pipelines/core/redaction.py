@@ -70,10 +70,12 @@ class SecretRedactor:
     rather than per text."""
 
     def __init__(self) -> None:
+        # The names first, then each value: another thread may unset one meanwhile, which
+        # os.environ.items() would meet as a KeyError (this runs in a thread of its own).
+        named = [name for name in list(os.environ) if _SECRET_NAME_RE.search(name)]
+        values = [os.environ.get(name) for name in named]
         from_environment = [
-            value
-            for name, value in os.environ.items()
-            if len(value) >= _MIN_SECRET_CHARS and _SECRET_NAME_RE.search(name)
+            value for value in values if value is not None and len(value) >= _MIN_SECRET_CHARS
         ]
         self._secrets = (*from_environment, *_configured)
 

@@ -309,7 +309,9 @@ def candidate_outcomes(data: Mapping[str, Any]) -> list[CandidateOutcome]:
         score, n = get("score"), get("n")
         if type(score) is not float or not math.isfinite(score):
             score = None if score is None else finite_number(score)
-        found.append(make((identifier, outcome, score, n if type(n) is int else None)))
+        if not isinstance(n, int) or isinstance(n, bool):
+            n = None
+        found.append(make((identifier, outcome, score, n)))
     return found
 
 

@@ -130,11 +130,10 @@ def bench_answers(
     cpu: dict[str, list[list[float]]] = {name: [[] for _ in questions] for name in pipelines}
     shipped = 0.0
     names = list(pipelines)
-    turn = 0
-    for _ in range(rounds):
+    for round_ in range(rounds):
         for index, question in enumerate(questions):
-            shift = turn % len(names)
-            turn += 1
+            # each question's pipelines in another order each round, each first as often
+            shift = (index + round_) % len(names)
             for name in names[shift:] + names[:shift]:
                 wall, spent = _timed(pipelines[name], question)
                 walls[name][index].append(wall)

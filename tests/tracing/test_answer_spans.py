@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from langchain_core.documents import Document
 from langchain_core.language_models import BaseChatModel, FakeListChatModel
 from langchain_core.messages import BaseMessage
 from opentelemetry.sdk.trace import Event, ReadableSpan
@@ -436,3 +437,33 @@ def test_a_full_queue_counts_each_answers_spans_without_drawing_them(
         counted.append(pipeline.tracer.dropped)
     assert counted == drawn
     assert exporter.get_finished_spans() == ()
+
+
+def test_json_attributes_are_redacted_string_by_string_and_stay_json(
+    tmp_path: Path, exporter: InMemorySpanExporter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A credential inside a JSON attribute (a cited url's query, a title holding a secret
+    that JSON escapes) is redacted, and the attribute still reads as JSON."""
+    monkeypatch.setenv("SOME_SERVICE_TOKEN", "pässwort-123")  # escaped as \\u00e4 by default
+    monkeypatch.setenv("OTHER_PASSWORD", 'quo"ted-secret')  # escaped as \\" always
+    leaky = Document(
+        "Open the Pathway Browser from the home page and click a pathway.",
+        metadata={
+            "url": "/userguide/pathway-browser?api_key=abcdef123456",
+            "display_name": 'Browser pässwort-123 and quo"ted-secret',
+            "collection": "userguide",
+        },
+    )
+    pipeline = traced_pipeline(tmp_path, exporter, documents=[ABCA1, leaky], cite_urls=True)
+    pipeline.invoke("How do I open the Pathway Browser?")
+    retrieval = attrs(by_name(spans_of(pipeline, exporter))["retrieval"])
+    json_values = {
+        key: json.loads(str(value))
+        for key, value in retrieval.items()
+        if key == "gen_ai.retrieval.documents" or key.endswith(".document.metadata")
+    }
+    assert len(json_values) == 3  # the listing and each of two documents' metadata
+    everything = json.dumps(json_values, ensure_ascii=False) + json.dumps(retrieval, default=list)
+    for secret in ("abcdef123456", "pässwort-123", 'quo"ted-secret', 'quo\\\\"ted-secret'):
+        assert secret not in everything
+    assert "[redacted]" in json.dumps(json_values)

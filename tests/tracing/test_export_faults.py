@@ -105,3 +105,41 @@ def test_a_collector_that_is_not_there_delays_no_answer(
     said = capfd.readouterr().err
     assert said.count(f"{FAILING} {nobody} is failing") == 1
     assert "Connection refused" in said or "connect" in said.lower()
+
+
+def test_a_batch_that_cannot_be_drawn_is_counted_and_the_next_is_sent(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """The shipping thread outlives a batch it cannot draw (the secrets it redacts with
+    unreadable, say): that batch is counted as dropped, with one line, and later answers are
+    sent as ever."""
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    import callbacks.tracing.shipping as shipping
+    from pipelines.core.redaction import SecretRedactor, secret_redactor
+
+    exporter = InMemorySpanExporter()
+    pipeline = traced_pipeline(tmp_path, exporter)
+    tracer = pipeline.tracer
+    assert tracer is not None
+    calls = []
+
+    def fails_first(*args: object) -> SecretRedactor:
+        calls.append(args)
+        if len(calls) == 1:
+            raise KeyError("SOME_TOKEN")  # os.environ changed under it, say
+        return secret_redactor()
+
+    monkeypatch.setattr(shipping, "secret_redactor", fails_first)
+    pipeline.invoke("What does ABCA1 do?")
+    assert tracer.flush(30)
+    lost = tracer.dropped
+    assert lost >= 5
+    assert exporter.get_finished_spans() == ()
+    assert capfd.readouterr().err.count("a batch of traces was not drawn") == 1
+    result = pipeline.invoke("What does ABCA1 do?")
+    assert tracer.flush(30)
+    assert tracer.dropped == lost
+    roots = [span for span in exporter.get_finished_spans() if span.name == "answer"]
+    assert [f"{span.context.trace_id:032x}" for span in roots] == [result["trace_id"]]
+    exporter.shutdown()
