@@ -3,7 +3,9 @@ headless Chromium against a real `serve` whose model is an OpenAI-compatible fak
 answers cite wrongly, or fail, on demand): thumbs that need no emoji font, a link to the
 answer's log when the server keeps logs, no Sources and nothing to rate for an answer that
 failed before any text, nothing of a Sources list the model wrote itself, and a log page
-that shows each citation's evidence and says so when an answer is not in the logs.
+that shows each citation's evidence, links to the answer's trace when the server traces
+(the collector a real OTLP receiver on 127.0.0.1), and says so when an answer is not in the
+logs.
 """
 
 from __future__ import annotations
@@ -23,10 +25,12 @@ from callbacks.events import DoneData, DoneEvent
 from callbacks.log import find_request_logs, read_log
 from pipelines.core.settings import load_settings
 from tests.support.browser import launched
+from tests.support.collector import collector
 from tests.support.fake_openai import FORGED_SITE, FakeChat, fake_chat, serving_env
 from tests.support.fake_pipeline import ABCA1, make_pipeline
 from tests.support.marker_evidence import owned_evidence
 from tests.support.servers import serve, serve_command
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.slow  # Chromium driven by Playwright, over real servers
 
@@ -274,3 +278,40 @@ def test_a_sources_list_the_model_wrote_itself_is_not_shown(context: Any, keyed:
     assert all(link.startswith("https://reactome.org/") for link in links), links
     assert page.locator("#sources li").count() >= 1
     assert not problems
+
+
+TRACE_URL = "http://phoenix.example:6006/redirects/traces/{trace_id}"
+
+
+def test_a_traced_answers_log_page_links_to_the_trace_the_collector_got(
+    context: Any, sample_home: Path
+) -> None:
+    """With a collector and REACTOME_ANSWERS_TRACE_URL set, the log page names the answer's
+    trace and links to it in the operator's backend; the collector holds that trace."""
+    with collector() as received, fake_chat("ok") as fake:
+        env = serving_env(fake) | {
+            "OTEL_EXPORTER_OTLP_ENDPOINT": received.url,
+            "OTEL_BSP_SCHEDULE_DELAY": "200",
+            "REACTOME_ANSWERS_TRACE_URL": TRACE_URL,
+        }
+        with serve_command(sample_home, env=env) as served:
+            page = context.new_page()
+            problems = watched(page)
+            page.goto(f"{served.base}/")
+            assert ask(page, QUESTION) == "answered"
+            request_id = page.get_attribute("#feedback .feedback", "data-request-id")
+            assert request_id
+            log = open_the_log(page)
+            trace_id = logged_done(load_settings(home=sample_home).logs_dir, request_id).trace_id
+            assert trace_id is not None
+            link = log.locator("#facts a")
+            assert link.text_content() == trace_id
+            assert link.get_attribute("href") == TRACE_URL.format(trace_id=trace_id)
+            assert log.locator("#facts dt", has_text="trace").count() == 1
+            root = (trace_id, "")  # no parent: the request carried no traceparent
+            wait_until(
+                lambda: [s for s in received.spans if (s.trace_id, s.parent_span_id) == root],
+                what="the answer's root span at the collector",
+            )
+            assert problems == []
+            assert log.problems == []
