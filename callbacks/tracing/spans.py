@@ -31,7 +31,7 @@ import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, TypeGuard
 
 from openinference.semconv.trace import (
     DocumentAttributes,
@@ -453,6 +453,14 @@ def answer_spans(
     return [_redacted(span, cached) for span in drawn]
 
 
+def _is_text_list(value: AttributeValue) -> TypeGuard[Sequence[str]]:
+    """Whether ``value`` is a list of texts: what the redaction reads item by item, so the
+    scan that may spare it must read the same (numbers first: a Sequence check is slow)."""
+    if isinstance(value, str | int | float):
+        return False
+    return isinstance(value, Sequence) and bool(value) and isinstance(value[0], str)
+
+
 def _texts(spans: Sequence[SpanSpec]) -> list[str]:
     """Every text the spans' attributes, events and errors hold."""
     found: list[str] = []
@@ -464,9 +472,7 @@ def _texts(spans: Sequence[SpanSpec]) -> list[str]:
                         found.extend(_json_texts(json.loads(value)))
                     else:
                         found.append(value)
-                elif isinstance(value, int | float):
-                    continue  # (a quick way past the numbers: a Sequence check is slow)
-                elif isinstance(value, Sequence) and value and isinstance(value[0], str):
+                elif _is_text_list(value):
                     found.extend(map(str, value))  # as _redacted reads them
         if span.error is not None:
             found.append(span.error[1])
@@ -933,7 +939,7 @@ def _redacted(span: SpanSpec, redact: Callable[[str], str]) -> SpanSpec:
             if _is_json(key):
                 return _json(_json_redacted(json.loads(value), redact))
             return redact(value)
-        if isinstance(value, Sequence) and value and isinstance(value[0], str):
+        if _is_text_list(value):
             texts = [str(item) for item in value]
             if any("\n" in text for text in texts):
                 return [redact(text) for text in texts]

@@ -53,25 +53,17 @@ def redact_secrets(text: str) -> str:
     like keys or tokens, and anything shaped like an API key or a bearer token. Applied to
     every message that can reach a user, an event or a log; and those given to
     :func:`redact_also`."""
-    for name, value in os.environ.items():
-        if len(value) >= _MIN_SECRET_CHARS and _SECRET_NAME_RE.search(name) and value in text:
-            text = text.replace(value, _REDACTED)
-    for secret in _configured:
-        if secret in text:
-            text = text.replace(secret, _REDACTED)
-    if not _may_hold_shape(text):
-        return text
-    return _SECRET_SHAPE_RE.sub(_REDACTED, text)
+    return SecretRedactor()(text)
 
 
 class SecretRedactor:
-    """:func:`redact_secrets` for many texts at once (a batch of traces' attributes): the
-    secrets the environment and :func:`redact_also` hold when it is made, looked up once
-    rather than per text."""
+    """The redaction :func:`redact_secrets` applies, with the secrets the environment and
+    :func:`redact_also` hold when it is made looked up once: one serves many texts (a batch
+    of traces' attributes)."""
 
     def __init__(self) -> None:
         # The names first, then each value: another thread may unset one meanwhile, which
-        # os.environ.items() would meet as a KeyError (this runs in a thread of its own).
+        # os.environ.items() would meet as a KeyError (the span shipper's thread, say).
         named = [name for name in list(os.environ) if _SECRET_NAME_RE.search(name)]
         values = [os.environ.get(name) for name in named]
         from_environment = [
