@@ -297,8 +297,10 @@ _LINE_BREAKS_JSON_KEEPS = str.maketrans(
 
 def _json(event: Event) -> str:
     # Pydantic escapes control characters, so no newline in a token can end an SSE field or
-    # a JSONL record early; the translation covers the remaining line separators.
-    return event.model_dump_json().translate(_LINE_BREAKS_JSON_KEEPS)
+    # a JSONL record early; the translation covers the remaining line separators, which are
+    # not ASCII: most events are, and skip a translation that costs more than the dump.
+    text = event.model_dump_json()
+    return text if text.isascii() else text.translate(_LINE_BREAKS_JSON_KEEPS)
 
 
 def to_jsonl(event: Event) -> str:

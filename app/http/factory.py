@@ -37,6 +37,7 @@ from fastapi.middleware.cors import CORSMiddleware
 
 from app.http.deps import share
 from app.http.errors import add_error_handlers
+from app.http.heap import serving_heap
 from app.http.middleware.access import (
     AccessControl,
     AnswerCap,
@@ -248,8 +249,10 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     if limits is not None:
         tasks.append(asyncio.create_task(limits.keep_up()))
     try:
-        async with app.state.mcp.running():
-            yield
+        # Loaded now, what the process holds is out of the collector's way while it serves.
+        with serving_heap():
+            async with app.state.mcp.running():
+                yield
     finally:
         for task in tasks:
             task.cancel()

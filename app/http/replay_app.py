@@ -15,7 +15,6 @@ from typing import Any
 
 import anyio
 from fastapi import FastAPI
-from sse_starlette import EventSourceResponse
 
 from app.http.deps import share
 from app.http.errors import add_error_handlers
@@ -24,6 +23,7 @@ from app.http.routes.log_page import replay_log_router
 from app.http.routes.native import KEEP_ALIVE_S, STREAM_HEADERS, limits_router
 from app.http.routes.web import add_web_client
 from app.http.settings import ServerSettings
+from app.http.sse import EventStream
 from callbacks.events import Event, to_sse
 from callbacks.replay import paced
 from pipelines.core.settings import Settings
@@ -55,8 +55,8 @@ def create_replay_app(
     @app.api_route(
         "/v1/answer/stream", methods=["GET", "POST"], summary="The recorded answer as SSE"
     )
-    async def answer_stream() -> EventSourceResponse:
-        return EventSourceResponse(frames(), headers=STREAM_HEADERS, ping=KEEP_ALIVE_S)
+    async def answer_stream() -> EventStream:
+        return EventStream(frames(), headers=STREAM_HEADERS, ping=KEEP_ALIVE_S)
 
     app.include_router(limits_router)
     if log_view is not None:

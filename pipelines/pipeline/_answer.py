@@ -284,6 +284,13 @@ class AnswerPipeline:
         # must close the request at once (it cancels the model's work).
         return AnswerRun(self, question, options, request_id).events()
 
+    def event_batches(
+        self, question: str, options: RequestOptions, *, request_id: str | None = None
+    ) -> AsyncGenerator[list[Event], None]:
+        """:meth:`events` as lists: each list the events already waiting when it was asked
+        for (one or more), for a writer that sends each list in one write."""
+        return AnswerRun(self, question, options, request_id).batches()
+
     def astream(
         self, question: str, *, request_id: str | None = None, **options: Unpack[AskOptions]
     ) -> AsyncGenerator[Event, None]:

@@ -342,6 +342,19 @@ class AnswerRun:
 
     async def events(self) -> AsyncGenerator[Event, None]:
         """``start``, ``citation``..., ``token``..., ``done``; leaving early cancels the work."""
+        batches = self.batches()
+        try:
+            async for batch in batches:
+                for event in batch:
+                    yield event
+        finally:
+            # Closing this closes the request at once, as closing the batches does.
+            await batches.aclose()
+
+    async def batches(self) -> AsyncGenerator[list[Event], None]:
+        """The events of :meth:`events`, in its order, as lists: each of the events that were
+        already waiting when it was asked for, so that a writer sends them in one write (a
+        slow reader, or a loaded server, costs fewer wakeups and sends)."""
         catalog_for(self.settings).check(self.options.collections or ())
         events: asyncio.Queue[Any] = asyncio.Queue()  # events, then perhaps _WORK_ENDED
         log: EventLog | None = None
@@ -407,15 +420,24 @@ class AnswerRun:
             # Every event the work emits is queued before it ends; this comes after them all.
             task.add_done_callback(lambda _: events.put_nowait(_WORK_ENDED))
         try:
-            while True:
-                event = await events.get()
-                if event is _WORK_ENDED:
-                    assert task is not None
-                    self._end_without_done(task, handler)
-                    continue
-                yield event
-                if isinstance(event, DoneEvent):
-                    break
+            ended = False
+            while not ended:
+                batch: list[Event] = []
+                item = await events.get()
+                while True:
+                    if item is _WORK_ENDED:
+                        assert task is not None
+                        self._end_without_done(task, handler)
+                    else:
+                        batch.append(item)
+                        if isinstance(item, DoneEvent):
+                            ended = True
+                            break
+                    if events.empty():
+                        break
+                    item = events.get_nowait()
+                if batch:
+                    yield batch
         finally:
             try:
                 if task is not None and not task.done():

@@ -21,7 +21,6 @@ import anyio
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, Field
-from sse_starlette import EventSourceResponse
 from starlette.routing import NoMatchFound
 
 from app.http.deps import CatalogDep, PipelineDep, SettingsDep
@@ -30,6 +29,7 @@ from app.http.errors import error_response, http_status_for
 from app.http.middleware.access import AnswerRoute
 from app.http.models import MAX_TURN_CHARS, MAX_TURNS, AnswerRequest, Limits
 from app.http.routes.feedback import rates_answers
+from app.http.sse import EventStream
 from app.http.trace_headers import traced_options
 from callbacks.events import to_sse
 from pipelines.pipeline import answer_result
@@ -129,19 +129,20 @@ def native_router(request_model: type[AnswerRequest]) -> APIRouter:
         if too_long is not None:
             return too_long
         options = traced_options(body.options(), request.headers, "sse")
-        events = pipeline.events(body.question, options, request_id=uuid.uuid4().hex)
+        batches = pipeline.event_batches(body.question, options, request_id=uuid.uuid4().hex)
 
         async def frames() -> AsyncIterator[bytes]:
             try:
-                async for event in events:
-                    yield to_sse(event).encode()
+                async for batch in batches:
+                    # The events already waiting go out in one write.
+                    yield "".join(map(to_sse, batch)).encode()
             finally:
                 # A disconnected client lands here: closing the stream cancels the model. The
                 # scope around us is already cancelled, so shield the clean-up from it.
                 with anyio.CancelScope(shield=True):
-                    await events.aclose()
+                    await batches.aclose()
 
-        return EventSourceResponse(frames(), headers=STREAM_HEADERS, ping=KEEP_ALIVE_S)
+        return EventStream(frames(), headers=STREAM_HEADERS, ping=KEEP_ALIVE_S)
 
     router.include_router(answering)
 

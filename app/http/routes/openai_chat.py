@@ -32,7 +32,6 @@ from typing import Any, Literal
 import anyio
 from fastapi import APIRouter, Request, Response
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
-from sse_starlette import EventSourceResponse
 
 from app.http.deps import PipelineDep, ServerSettingsDep, SettingsDep
 from app.http.disconnect import CLIENT_LEFT_STATUS, events_unless_client_leaves
@@ -50,6 +49,7 @@ from app.http.protocols.chat import (
 from app.http.protocols.openai_annotations import evidence_json, url_citations
 from app.http.protocols.openai_sources import without_our_sources
 from app.http.settings import ServerSettings
+from app.http.sse import EventStream
 from app.http.trace_headers import traced_options
 from app.links import reference_link, sources_markdown
 from callbacks.events import DoneEvent, ErrorEvent, Event, Reference, TokenEvent
@@ -216,7 +216,7 @@ async def chat_completions(
         return _completion(server, collected, completion_id)
     include_usage = body.stream_options is not None and body.stream_options.include_usage
     frames = _stream(pipeline, server, question, options, request_id, include_usage)
-    return EventSourceResponse(
+    return EventStream(
         frames, headers={"Cache-Control": "no-cache, no-transform", "X-Accel-Buffering": "no"}
     )
 
