@@ -1,0 +1,77 @@
+"""Events already waiting come as one batch (what an SSE writer sends in one write), in the
+order and with the content the event stream has one by one."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from callbacks.events import DoneEvent, ErrorEvent, Event, TokenEvent
+from callbacks.log import read_log
+from pipelines.core.options import RequestOptions
+from tests.support.fake_pipeline import ABCA1, CDK5, VARIANT, make_pipeline
+from tests.support.invariants import check_stream
+
+ANSWER = "ABCA1 moves cholesterol [1]. Its W590S variant cannot [3]."
+
+
+def _shape(events: list[Event]) -> list[tuple[str, Any]]:
+    """What a reader sees of each event, less its times and request id."""
+    return [(event.type, event.data.model_dump(exclude={"timings"})) for event in events]
+
+
+async def _work_ended(bound_s: float = 60.0) -> None:
+    """Until no task but this one is left on the loop (the answer's work has emitted all it
+    will), within a generous bound."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + bound_s
+    while len(asyncio.all_tasks()) > 1:
+        assert loop.time() < deadline, "the answer's work did not end"
+        await asyncio.sleep(0.01)
+
+
+def test_a_reader_that_waits_gets_what_waited_in_one_batch() -> None:
+    pipeline, _, _ = make_pipeline([ABCA1, CDK5, VARIANT], ANSWER)
+
+    async def read() -> list[list[Event]]:
+        batches = pipeline.event_batches("What does ABCA1 do?", RequestOptions())
+        try:
+            first = await anext(batches)
+            await _work_ended()  # a slow reader: everything else is emitted meanwhile
+            return [first, *[batch async for batch in batches]]
+        finally:
+            await batches.aclose()
+
+    batches = asyncio.run(read())
+    events = [event for batch in batches for event in batch]
+    check_stream(events)
+    assert len(batches) == 2
+    # One character a token: the whole answer, done last, waited for the second read.
+    assert sum(isinstance(event, TokenEvent) for event in batches[1]) == len(ANSWER)
+    assert isinstance(batches[1][-1], DoneEvent)
+    # The same stream as the events one by one.
+    again, _, _ = make_pipeline([ABCA1, CDK5, VARIANT], ANSWER)
+    assert _shape(events) == _shape(list(again.stream("What does ABCA1 do?")))
+
+
+def test_a_reader_that_leaves_after_start_ends_the_work_and_its_log(isolated_home: Path) -> None:
+    pipeline, _, _ = make_pipeline([ABCA1, CDK5, VARIANT], ANSWER * 50)
+
+    async def leave_after_first() -> tuple[list[Event], int]:
+        batches = pipeline.event_batches("What does ABCA1 do?", RequestOptions())
+        first = await anext(batches)
+        await batches.aclose()
+        await _work_ended()  # bounded: the model's work was cancelled, not left to run on
+        return first, len(asyncio.all_tasks())
+
+    first, tasks = asyncio.run(leave_after_first())
+    assert [event.type for event in first] == ["start"]
+    assert tasks == 1
+    # The work never began; its log still ends with done, as cancelled.
+    (path,) = (isolated_home / "logs").glob("*.jsonl")
+    logged = read_log(path).events
+    assert [event.type for event in logged] == ["start", "error", "done"]
+    error, done = logged[1], logged[2]
+    assert isinstance(error, ErrorEvent) and error.data.code == "cancelled"
+    assert isinstance(done, DoneEvent) and done.data.state == "failed"
