@@ -154,6 +154,16 @@ def _second_search(model: Embeddings, question: str) -> _SecondSearch:
     return _SecondSearch(vector[np.newaxis], multilingual_key(model))
 
 
+def _listened(
+    run_manager: CallbackManagerForRetrieverRun | AsyncCallbackManagerForRetrieverRun,
+) -> bool:
+    """Whether a handler takes the run's custom events (they go to its children's handlers,
+    the inheritable ones): the expansion, the advice gate's ruling and the retrieval record
+    are made for one, and not made when none would read them (the pipeline's handler with no
+    log and no trace takes none)."""
+    return any(not handler.ignore_custom_event for handler in run_manager.inheritable_handlers)
+
+
 class ReactomeRetriever(BaseRetriever):
     """Hybrid retrieval over the Reactome collections; ``k`` may be given per call."""
 
@@ -633,14 +643,17 @@ class ReactomeRetriever(BaseRetriever):
             run_manager=run_manager,
         )
         stop_if_personal_advice(expansion)
-        if expansion.fallback:
+        # The records below are built only for a handler that takes them.
+        listened = _listened(run_manager)
+        if expansion.fallback and listened:
             run_manager.get_child().on_custom_event(
                 EXPANSION_FALLBACK, fallback_data(expansion), run_id=run_manager.run_id
             )
         chosen = self._collections_for(expansion, options.collections)
-        run_manager.get_child().on_custom_event(
-            EXPANSION, expansion_data(expansion, chosen), run_id=run_manager.run_id
-        )
+        if listened:
+            run_manager.get_child().on_custom_event(
+                EXPANSION, expansion_data(expansion, chosen), run_id=run_manager.run_id
+            )
         judged: list[tuple[AdviceVerdict, float, float]] = []
         try:
             documents, record = self.search_recorded(
@@ -650,11 +663,11 @@ class ReactomeRetriever(BaseRetriever):
                 question=query,
                 versions=options.versions,
                 cite_urls=options.cite_urls,
-                record=numbered,
+                record=numbered and listened,
                 judged=judged,
             )
         finally:  # the gate's ruling, refusal or not, for the log and the trace
-            for verdict, started, ended in judged:
+            for verdict, started, ended in judged if listened else ():
                 run_manager.get_child().on_custom_event(
                     ADVICE_RECORD, verdict.timed(started, ended), run_id=run_manager.run_id
                 )
@@ -686,14 +699,17 @@ class ReactomeRetriever(BaseRetriever):
             run_manager=run_manager,
         )
         stop_if_personal_advice(expansion)
-        if expansion.fallback:
+        # The records below are built only for a handler that takes them.
+        listened = _listened(run_manager)
+        if expansion.fallback and listened:
             await run_manager.get_child().on_custom_event(
                 EXPANSION_FALLBACK, fallback_data(expansion), run_id=run_manager.run_id
             )
         chosen = self._collections_for(expansion, options.collections)
-        await run_manager.get_child().on_custom_event(
-            EXPANSION, expansion_data(expansion, chosen), run_id=run_manager.run_id
-        )
+        if listened:
+            await run_manager.get_child().on_custom_event(
+                EXPANSION, expansion_data(expansion, chosen), run_id=run_manager.run_id
+            )
         judged: list[tuple[AdviceVerdict, float, float]] = []
         try:
             documents, record = await asyncio.to_thread(
@@ -705,12 +721,12 @@ class ReactomeRetriever(BaseRetriever):
                     question=query,
                     versions=options.versions,
                     cite_urls=options.cite_urls,
-                    record=numbered,
+                    record=numbered and listened,
                     judged=judged,
                 )
             )
         finally:  # the gate's ruling, refusal or not, for the log and the trace
-            for verdict, started, ended in judged:
+            for verdict, started, ended in judged if listened else ():
                 await run_manager.get_child().on_custom_event(
                     ADVICE_RECORD, verdict.timed(started, ended), run_id=run_manager.run_id
                 )

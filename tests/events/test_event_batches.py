@@ -10,6 +10,7 @@ from typing import Any
 from callbacks.events import DoneEvent, ErrorEvent, Event, TokenEvent
 from callbacks.log import read_log
 from pipelines.core.options import RequestOptions
+from pipelines.core.tokens import count_tokens
 from tests.support.fake_pipeline import ABCA1, CDK5, VARIANT, make_pipeline
 from tests.support.invariants import check_stream
 
@@ -73,5 +74,29 @@ def test_a_reader_that_leaves_after_start_ends_the_work_and_its_log(isolated_hom
     logged = read_log(path).events
     assert [event.type for event in logged] == ["start", "error", "done"]
     error, done = logged[1], logged[2]
-    assert isinstance(error, ErrorEvent) and error.data.code == "cancelled"
-    assert isinstance(done, DoneEvent) and done.data.state == "failed"
+    assert isinstance(error, ErrorEvent)
+    assert error.data.code == "cancelled"
+    assert isinstance(done, DoneEvent)
+    assert done.data.state == "failed"
+
+
+def test_the_prompt_is_counted_the_same_with_a_log_and_without() -> None:
+    # Without a log or a trace nothing records the model's start, and the prompt is counted
+    # at the end instead: the same count as the log's, which is the model input's.
+    counts = []
+    for logs in (True, False):
+        pipeline, _, _ = make_pipeline([ABCA1, CDK5, VARIANT], ANSWER, event_logs=logs)
+        done = list(pipeline.stream("What does ABCA1 do?"))[-1]
+        assert isinstance(done, DoneEvent)
+        counts.append(done.data.usage.prompt_tokens)
+        if logs:
+            (path,) = pipeline.settings.logs_dir.glob("*.jsonl")
+            (start,) = [
+                r for r in read_log(path).callbacks
+                if r.get("hook") == "model_start" and "prompt_tokens" in r
+            ]  # fmt: skip
+            joined = "\n".join(m["content"] for m in start["messages"])
+            assert start["prompt_tokens"] == count_tokens(joined)
+    assert counts[0] == counts[1]
+    assert counts[0] is not None
+    assert counts[0] > 20

@@ -199,6 +199,29 @@ def test_sync_and_async_retrieval_send_the_same_record_in_document_order(
     assert quiet.records == []
 
 
+def test_without_a_log_the_record_still_reaches_a_handler_that_listens(
+    sample_home: Path, minilm: Embeddings
+) -> None:
+    # With no log and no trace the pipeline's own handler takes no custom events, and the
+    # retriever makes no record for it; a handler of the caller's that takes them gets it.
+    question = "What does the BRAF V600E mutation do?"
+    listening = _Records()
+    quiet = AnswerPipeline(
+        load_settings(home=sample_home, event_logs=False), embeddings=minilm,
+        callbacks=[listening], raise_handler_errors=True,
+    )  # fmt: skip
+    events = list(quiet.stream(question))
+    assert len(listening.records) == 1
+    kept = [c for c in listening.records[0]["candidates"] if c["outcome"] == "kept"]
+    citations = [e.data for e in events if isinstance(e, CitationEvent)]
+    assert [(c["n"], c["st_id"]) for c in sorted(kept, key=lambda c: c["n"])] == [
+        (c.n, c.st_id) for c in citations
+    ]
+    # The same record the log holds when there is one.
+    path, contents = answer(pipeline_for(sample_home, minilm), question, "with-a-log")
+    assert listening.records[0] == checked_record(path, contents)
+
+
 def test_a_retriever_called_without_the_requests_options_records_nothing(
     sample_home: Path, minilm: Embeddings
 ) -> None:
