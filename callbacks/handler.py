@@ -131,7 +131,6 @@ class _Answer:
     live: LiveCitations[Source] | None = None  # live citation numbering only
     # The model's text less a Sources section of its own: what everything after reads.
     model_sources: ModelSources = field(default_factory=ModelSources)
-    streamed: list[str] = field(default_factory=list)  # live: the token texts sent
     references_sent: int = 0  # live: how many reference events went out
     # live: (raw characters received, when) per token still (partly) held back, and the
     # longest any character waited
@@ -495,9 +494,23 @@ class AnswerEventHandler(BaseCallbackHandler):
         run = self.run_map.get(run_id)
         if run is None or ANSWER_TAG not in run.tags or not self.retrieval_ended or not token:
             return
-        self._take_text(self._answer.model_sources.feed(token))
-        if self._answer.live is not None:
+        answer = self._answer
+        text = answer.model_sources.feed(token)
+        live = answer.live
+        if live is None:
+            self._take_text(text)
+            return
+        # _take_text's live branch and _track_hold's common case inline: every token passes
+        # here, and most release their text at once with nothing held before or after.
+        if text:
+            answer.parts.append(text)  # the model's numbering, for its claims
+            released = live.feed(text)
+            if released:
+                self._send_live(released, live)
+        if answer.arrivals or answer.model_sources.held or live.pending:
             self._track_hold(len(token))
+        else:
+            answer.raw_chars += len(token)
 
     def _take_text(self, text: str) -> None:
         """Stream answer text the model-sources filter released (the model's own markers,
@@ -507,7 +520,7 @@ class AnswerEventHandler(BaseCallbackHandler):
         live = self._answer.live
         if live is not None:
             self._answer.parts.append(text)  # the model's numbering, for its claims
-            released = self._feed_live(live, text)
+            released = live.feed(text)
             if released:
                 self._send_live(released, live)
             return
@@ -552,7 +565,6 @@ class AnswerEventHandler(BaseCallbackHandler):
             self._answer.references_sent += 1
             self._send(ReferenceEvent, _reference(self._answer.references_sent, source))
         self._send(TokenEvent, TokenData(text=text))
-        self._answer.streamed.append(text)  # once sent: done.text holds only what was streamed
 
     # --- the end --------------------------------------------------------------------------
 
@@ -633,7 +645,7 @@ class AnswerEventHandler(BaseCallbackHandler):
             "held_back_ms": round(self._answer.held_back_s * 1000, 3),
             "held_back_chars": max(live.held, self._answer.held_chars),
         }
-        final_text = "".join(self._answer.streamed)
+        final_text = live.text  # what it released is what was sent, in order
         evidence = evidence_items(final_text, kept, ruled) if ruled and cited else []
         return self._send_done(state, final_text, references, held, evidence=evidence)
 

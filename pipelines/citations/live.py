@@ -164,18 +164,18 @@ class LiveCitations(Generic[T]):
         if "[" not in pending and "`" not in pending and "~" not in pending:
             # The common token: nothing here can be a marker or code, so the text stays as it
             # is and only a tail that could still matter to a marker (spaces) waits.
-            end = len(pending.rstrip(_UNSETTLED_CHARS))
-            if end == len(pending):
+            settled = pending.rstrip(_UNSETTLED_CHARS)
+            if len(settled) == len(pending):
                 self._pending = ""
             else:
-                self._pending = pending[end:]
-                if len(pending) - end > self.held:
-                    self.held = len(pending) - end
-                if not end:
+                self._pending = pending[len(settled) :]
+                if len(self._pending) > self.held:
+                    self.held = len(self._pending)
+                if not settled:
                     return ""
-            self._context = pending[end - 1]
-            self._released.append(pending[:end])
-            return pending[:end]
+            self._context = settled[-1]
+            self._released.append(settled)
+            return settled
         self._pending = pending
         if len(pending) < self._retry_at and (self._rejected or _ENDS_A_HOLD.isdisjoint(token)):
             self.held = max(self.held, len(pending))
