@@ -645,7 +645,9 @@ class AnswerEventHandler(BaseCallbackHandler):
             "held_back_ms": round(self._answer.held_back_s * 1000, 3),
             "held_back_chars": max(live.held, self._answer.held_chars),
         }
-        final_text = live.text  # what it released is what was sent, in order
+        # What live numbering released is what was sent, in order: each release goes out at
+        # once (_send_live), and a send fails only once done is out, when nothing follows.
+        final_text = live.text
         evidence = evidence_items(final_text, kept, ruled) if ruled and cited else []
         return self._send_done(state, final_text, references, held, evidence=evidence)
 

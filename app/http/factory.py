@@ -31,13 +31,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable, Collection
+from typing import Any
 
 from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 
 from app.http.deps import share
 from app.http.errors import add_error_handlers
-from app.http.heap import serving_heap
+from app.http.heap import refreeze, serving_heap
 from app.http.middleware.access import (
     AccessControl,
     AnswerCap,
@@ -262,12 +263,18 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
 
 
 async def _housekeeping_every(shared: AnswerPipeline, seconds: float) -> None:
+    live: dict[str, Any] | None = None  # the versions that answered at the last look
     while True:
         try:
             await asyncio.to_thread(shared.operator.remove_retired_versions)
             # A version an ingest made live gets its local indexes here, between requests,
             # rather than in the first request that searches it.
-            await asyncio.to_thread(shared.operator.collection_releases)
+            releases = await asyncio.to_thread(shared.operator.collection_releases)
+            versions = {name: release.get("version") for name, release in releases.items()}
+            if live is not None and versions != live:
+                # The replaced versions' indexes were frozen with the rest: freed now.
+                refreeze()
+            live = versions
         except Exception as error:  # a pipeline from outside may raise: keep looking
             warn_not_done("collection housekeeping not done", error)
         await asyncio.sleep(seconds)

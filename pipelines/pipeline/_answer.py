@@ -280,8 +280,8 @@ class AnswerPipeline:
     ) -> AsyncGenerator[Event, None]:
         """:meth:`astream` with the options as one object (what the HTTP routes and the
         Runnable build)."""
-        # The request's own generator, not one wrapping it: closing what the caller holds
-        # must close the request at once (it cancels the model's work).
+        # Closing what the caller holds must close the request at once (it cancels the
+        # model's work): the request's events close its batches as they close.
         return AnswerRun(self, question, options, request_id).events()
 
     def event_batches(

@@ -3,7 +3,6 @@ model, streamed even under ``invoke`` so that ``on_llm_new_token`` fires."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -165,15 +164,8 @@ class AnswerChain(Runnable[dict[str, Any], str]):
         messages = self._prompt(inputs["question"], options, documents)
         if messages is None:
             return ""
-        parts: list[str] = []
         with _model_errors():
-            async for chunk in self._model.astream(messages, config):
-                parts.append(_text_of(chunk.content))
-                if len(parts) == 1:
-                    # The first token's reader runs before the model's next one: a model
-                    # that streams without waiting (a local one, a cache) would otherwise
-                    # finish its answer before the first token leaves.
-                    await asyncio.sleep(0)
+            parts = [_text_of(c.content) async for c in self._model.astream(messages, config)]
         return "".join(parts)
 
     def invoke(

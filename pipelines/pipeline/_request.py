@@ -395,19 +395,23 @@ class AnswerRun:
             """Once the work has ended: the log closed, and the answer counted out if its
             ``done`` never came (it always should)."""
             nonlocal finished
-            if handler.done is None and task is not None and task.cancelled():
-                # Cancelled before it ever ran (its reader left after ``start``): the work's
-                # own ending never happened, so the log and the trace end here.
-                handler.fail(ErrorCode.CANCELLED, "the request was cancelled before it finished")
-            if log is not None:
-                log.close()
-            if traced is not None:
-                # made off the answer's path, with the batch's redaction
-                traced.submit(lambda redact: self._header(redact=redact))
-            if not finished:
-                finished = True
-                for observer in observers:
-                    observer.answer_finished(None, tokens)
+            try:
+                if handler.done is None and task is not None and task.cancelled():
+                    # Cancelled before it ever ran (its reader left after ``start``): the
+                    # work's own ending never happened, so the log and the trace end here.
+                    handler.fail(
+                        ErrorCode.CANCELLED, "the request was cancelled before it finished"
+                    )
+            finally:
+                if log is not None:
+                    log.close()
+                if traced is not None:
+                    # made off the answer's path, with the batch's redaction
+                    traced.submit(lambda redact: self._header(redact=redact))
+                if not finished:
+                    finished = True
+                    for observer in observers:
+                        observer.answer_finished(None, tokens)
 
         handler = self._handler(emit, log, record=self._recording(log, traced))
         for observer in observers:

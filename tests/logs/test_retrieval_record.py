@@ -222,6 +222,21 @@ def test_without_a_log_the_record_still_reaches_a_handler_that_listens(
     assert listening.records[0] == checked_record(path, contents)
 
 
+def test_without_a_log_or_a_listener_no_record_is_made(
+    sample_home: Path, minilm: Embeddings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def unwanted(**_: Any) -> None:
+        raise AssertionError("a record nobody takes was made")
+
+    monkeypatch.setattr("pipelines.retrieval.retriever.retrieval_record", unwanted)
+    quiet = AnswerPipeline(
+        load_settings(home=sample_home, event_logs=False), embeddings=minilm,
+        raise_handler_errors=True,
+    )  # fmt: skip
+    done = list(quiet.stream("What does the BRAF V600E mutation do?"))[-1]
+    assert done.data.state == "answered"  # type: ignore[union-attr]
+
+
 def test_a_retriever_called_without_the_requests_options_records_nothing(
     sample_home: Path, minilm: Embeddings
 ) -> None:
