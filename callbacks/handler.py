@@ -495,18 +495,11 @@ class AnswerEventHandler(BaseCallbackHandler):
         if run is None or ANSWER_TAG not in run.tags or not self.retrieval_ended or not token:
             return
         answer = self._answer
-        text = answer.model_sources.feed(token)
+        self._take_text(answer.model_sources.feed(token))
         live = answer.live
         if live is None:
-            self._take_text(text)
             return
-        # _take_text's live branch and _track_hold's common case inline: every token passes
-        # here, and most release their text at once with nothing held before or after.
-        if text:
-            answer.parts.append(text)  # the model's numbering, for its claims
-            released = live.feed(text)
-            if released:
-                self._send_live(released, live)
+        # _track_hold's common case inline: most tokens leave nothing held before or after.
         if answer.arrivals or answer.model_sources.held or live.pending:
             self._track_hold(len(token))
         else:
