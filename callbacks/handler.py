@@ -157,6 +157,14 @@ class AnswerEventHandler(BaseCallbackHandler):
         record, say: see ``pipelines.retrieval.retriever``)."""
         return self._record is None
 
+    @property
+    def reads_records_later(self) -> bool:
+        """Whether its records are read only once the answer has ended (a trace with no log,
+        drawn in the shipper's thread): a record made for them may then come as what makes
+        it (``pipelines.retrieval.retrieval_record.PendingRecord``), and the answer model's
+        input is counted at the end, as with no record at all."""
+        return self._record is not None and self._records_later
+
     def __init__(
         self,
         *,
@@ -170,6 +178,7 @@ class AnswerEventHandler(BaseCallbackHandler):
         record: Callable[[str, dict[str, Any]], None] | None = None,
         trace_id: str | None = None,
         record_text: bool = True,
+        records_later: bool = False,
     ) -> None:
         """``record`` receives every call the handler acts on, as (hook, JSON-able arguments),
         so an event log can replay them into a fresh handler (``replay --check``), and the end
@@ -180,7 +189,9 @@ class AnswerEventHandler(BaseCallbackHandler):
         ``record_text``: whether ``record`` is given the models' messages and tokens (a log
         needs them to replay; a trace shows them only with its content setting, and without
         them no prompt of kilobytes is redacted, and no token recorded, for nothing on the
-        answer's path)."""
+        answer's path).
+        ``records_later``: ``record`` is read only once the answer has ended
+        (:attr:`reads_records_later`); never for a log, which replays what it holds."""
         self.request_id = request_id
         self.trace_id = trace_id
         self.cite_urls = cite_urls
@@ -201,6 +212,7 @@ class AnswerEventHandler(BaseCallbackHandler):
         self._answer = _Answer()
         self._record = record
         self._record_text = record_text
+        self._records_later = records_later
 
     def _elapsed_ms(self) -> float:
         return round((self._clock() - self._started) * 1000, 3)
@@ -292,17 +304,19 @@ class AnswerEventHandler(BaseCallbackHandler):
             return {"prompt_tokens": recorded}
         sent = messages()
         text = "\n".join(message["content"] for message in sent)
-        if self._record is None:
-            # Nothing records the model's start: counted at the end, off the way to the
-            # first token (a prompt of 2,500 tokens takes 1 to 1.5 ms to count).
+        counted: dict[str, Any] = {}
+        if self._record is None or self._records_later:
+            # Nothing reads the model's start before the end: counted then, off the way to
+            # the first token (a prompt of 2,500 tokens takes 1 to 1.5 ms to count); a trace
+            # takes the count from done.
             self._answer.prompt_text = text
-            return {}
-        count = count_tokens(text)
-        self._answer.prompt_tokens = count
-        if not self._record_text:
-            return {"prompt_tokens": count}
+        else:
+            count = self._answer.prompt_tokens = count_tokens(text)
+            counted["prompt_tokens"] = count
+        if self._record is None or not self._record_text:
+            return counted
         redacted = [{**message, "content": redact_secrets(message["content"])} for message in sent]
-        return {"prompt_tokens": count, "messages": redacted}
+        return {**counted, "messages": redacted}
 
     @_guarded
     def on_chain_start(

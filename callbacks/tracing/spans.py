@@ -69,6 +69,7 @@ from pipelines.core.tags import (
 )
 from pipelines.retrieval.retrieval_record import (
     CandidateOutcome,
+    PendingRecord,
     RetrievalRecord,
     candidate_outcomes,
 )
@@ -341,7 +342,9 @@ def _read_custom(
     name, data = record.get("name"), record.get("data")
     if run is not None:
         run.custom.append((str(name), data, now))
-    if name == RETRIEVAL_RECORD and isinstance(data, Mapping):
+    if name == RETRIEVAL_RECORD and isinstance(data, PendingRecord):
+        reading.retrieval, reading.outcomes = data.brief()  # made now, in the shipper's thread
+    elif name == RETRIEVAL_RECORD and isinstance(data, Mapping):
         reading.retrieval = RetrievalRecord.read(data, brief=True)
         reading.outcomes = candidate_outcomes(data)
     elif name == REFUSAL_EVENT and isinstance(data, Mapping):
@@ -797,6 +800,8 @@ def _model_attributes(
     output = usage.get("output_tokens") if isinstance(usage, Mapping) else None
     if prompt is None and isinstance(run.record.get("prompt_tokens"), int):
         prompt = run.record["prompt_tokens"]
+    if prompt is None and ANSWER_TAG in run.tags and reading.done is not None:
+        prompt = reading.done.usage.prompt_tokens  # counted at the end with no log
     if output is None and ANSWER_TAG in run.tags and reading.done is not None:
         output = reading.done.usage.answer_tokens
     if isinstance(prompt, int):

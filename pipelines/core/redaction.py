@@ -64,8 +64,7 @@ class SecretRedactor:
     def __init__(self) -> None:
         # The names first, then each value: another thread may unset one meanwhile, which
         # os.environ.items() would meet as a KeyError (the span shipper's thread, say).
-        named = [name for name in list(os.environ) if _SECRET_NAME_RE.search(name)]
-        values = [os.environ.get(name) for name in named]
+        values = [os.environ.get(name) for name in _secret_names()]
         from_environment = [
             value for value in values if value is not None and len(value) >= _MIN_SECRET_CHARS
         ]
@@ -83,6 +82,22 @@ class SecretRedactor:
         """Whether redacting ``text`` could change it; False means no part of it holds a
         credential either, so texts joined are checked at once."""
         return _may_hold_shape(text) or any(secret in text for secret in self._secrets)
+
+
+# The environment's names when last looked at, and which of them name credentials: matching
+# each name is most of making a redactor, and an answer makes a few.
+_names_seen: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
+
+
+def _secret_names() -> tuple[str, ...]:
+    """The names of the environment's variables that hold credentials, by their names."""
+    global _names_seen
+    names = tuple(os.environ)
+    seen, secret = _names_seen
+    if names != seen:
+        secret = tuple(name for name in names if _SECRET_NAME_RE.search(name))
+        _names_seen = (names, secret)
+    return secret
 
 
 def _may_hold_shape(text: str) -> bool:

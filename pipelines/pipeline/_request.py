@@ -151,6 +151,8 @@ class AnswerRun:
             record_text=log is not None
             or self.pipeline.tracer is None
             or self.pipeline.tracer.content,
+            # Without a log only a trace reads the records, once the answer has ended.
+            records_later=log is None,
         )
 
     def _header(

@@ -42,11 +42,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal, NamedTuple, get_args
 
 from pipelines.core.json_text import finite_number
-from pipelines.core.redaction import redact_secrets
+from pipelines.core.redaction import SecretRedactor
 from pipelines.retrieval.ranking import ChunkOutcome, ScoredChunk, SourceEntry
 
 __all__ = [
@@ -56,6 +56,7 @@ __all__ = [
     "CandidateOutcome",
     "CandidateRanks",
     "Outcome",
+    "PendingRecord",
     "QueryLists",
     "RetrievalRecord",
     "candidate_outcomes",
@@ -353,26 +354,9 @@ def retrieval_record(
     ``metadata``: each one's; ``outcomes``: :func:`rank_with_outcomes`' for them; ``entries``
     the sources it returned, in order, with ``numbers`` the ``n`` each was given (None:
     unnumbered context)."""
-    numbered: dict[Key, int | None] = {}
-    context: set[Key] = set()
-    for entry, n in zip(entries, numbers, strict=True):
-        lead = entry.chunks[0]
-        for c in entry.chunks:
-            numbered[(c.collection, c.chunk_id)] = n
-        if n is None:
-            context.add((lead.collection, lead.chunk_id))
-
-    def outcome(key: Key) -> Outcome:
-        found = outcomes.get(key, "below_threshold")
-        return "context" if found == "kept" and key in context else found
-
-    chosen = [
-        c
-        for position, c in enumerate(pool)
-        if position < bound or outcome((c.collection, c.chunk_id)) in _GIVEN
-    ]
+    chosen = _Chosen(pool, outcomes, entries, numbers, bound)
     wanted: dict[str, set[str]] = {}
-    for c in chosen:
+    for c in chosen.chunks:
         wanted.setdefault(c.collection, set()).add(c.chunk_id)
     dense = {name: _ranks(lists[name].dense, ids) for name, ids in wanted.items() if name in lists}
     keyword = {
@@ -384,7 +368,7 @@ def retrieval_record(
         if name in lists and lists[name].multilingual
     }
     candidates = []
-    for c in chosen:
+    for c in chosen.chunks:
         key = (c.collection, c.chunk_id)
         meta = metadata.get(key, {})
         st_id, url = meta.get("st_id"), meta.get("url")
@@ -407,21 +391,129 @@ def retrieval_record(
                 similarity=_round(c.similarity),
                 keyword_evidence=_round(c.score - c.similarity),
                 score=_round(c.score),
-                outcome=outcome(key),
-                n=numbered.get(key),
+                outcome=chosen.outcome(key),
+                n=chosen.numbered.get(key),
             )
         )
+    record = _bare_record(queries, collections, bound, considered, len(pool), bool(second))
+    return replace(record, candidates=tuple(candidates))
+
+
+def _bare_record(
+    queries: Sequence[str],
+    collections: Sequence[str],
+    bound: int,
+    considered: int,
+    ranked: int,
+    multilingual: bool,
+) -> RetrievalRecord:
+    """A record with no candidates."""
+    redact = SecretRedactor()
     return RetrievalRecord(
         # Redacted as the expansion record's: a credential pasted into the question is
         # searched for, but must not reach the disk.
-        queries=tuple(redact_secrets(query) for query in queries),
+        queries=tuple(redact(query) for query in queries),
         collections=tuple(collections),
         bound=bound,
         considered=considered,
-        ranked=len(pool),
-        candidates=tuple(candidates),
-        multilingual=bool(second),
+        ranked=ranked,
+        multilingual=multilingual,
     )
+
+
+class _Chosen:
+    """The candidates a record holds (the ``bound`` best fused, and every chunk whose text
+    the model was given), each one's outcome and ``n``."""
+
+    def __init__(
+        self,
+        pool: Sequence[ScoredChunk],
+        outcomes: Mapping[Key, ChunkOutcome],
+        entries: Sequence[SourceEntry],
+        numbers: Sequence[int | None],
+        bound: int,
+    ) -> None:
+        self.numbered: dict[Key, int | None] = {}
+        self._context: set[Key] = set()
+        self._outcomes = outcomes
+        for entry, n in zip(entries, numbers, strict=True):
+            lead = entry.chunks[0]
+            for c in entry.chunks:
+                self.numbered[(c.collection, c.chunk_id)] = n
+            if n is None:
+                self._context.add((lead.collection, lead.chunk_id))
+        self.chunks = [
+            c
+            for position, c in enumerate(pool)
+            if position < bound or self.outcome((c.collection, c.chunk_id)) in _GIVEN
+        ]
+
+    def outcome(self, key: Key) -> Outcome:
+        found = self._outcomes.get(key, "below_threshold")
+        return "context" if found == "kept" and key in self._context else found
+
+
+@dataclass(frozen=True)
+class PendingRecord:
+    """A search's record not made yet: what :func:`retrieval_record` makes it from (the
+    search's own lists, which nothing changes once it has returned). The retriever sends
+    it in the record's place to handlers that read their records only once the answer has
+    ended (a trace with no log, drawn in the shipper's thread): making the record was most
+    of what tracing added to an answer's path."""
+
+    queries: Sequence[str]
+    collections: Sequence[str]
+    considered: int
+    pool: Sequence[ScoredChunk]
+    metadata: Mapping[Key, Mapping[str, Any]]
+    lists: Mapping[str, QueryLists]
+    outcomes: Mapping[Key, ChunkOutcome]
+    entries: Sequence[SourceEntry]
+    numbers: Sequence[int | None]
+    bound: int = RECORD_BOUND
+
+    def made(self) -> RetrievalRecord:
+        return retrieval_record(**{f.name: getattr(self, f.name) for f in fields(self)})
+
+    def record(self) -> dict[str, Any]:
+        """The record as the log holds it."""
+        return self.made().record()
+
+    def brief(self) -> tuple[RetrievalRecord, list[CandidateOutcome]]:
+        """What a trace shows of it, as :meth:`RetrievalRecord.read` with ``brief`` and
+        :func:`candidate_outcomes` read it from :meth:`record`, at a fraction of the cost
+        (no ranks, no candidate made): the record without its candidates, and what became
+        of each."""
+        chosen = _Chosen(self.pool, self.outcomes, self.entries, self.numbers, self.bound)
+        found = []
+        for c in chosen.chunks:
+            key = (c.collection, c.chunk_id)
+            meta = self.metadata.get(key, {})
+            identifier = meta.get("st_id")
+            if not isinstance(identifier, str) or not identifier:
+                identifier = meta.get("url")
+                if not isinstance(identifier, str) or not identifier:
+                    identifier = c.chunk_id
+            score = _round(c.score)
+            found.append(
+                CandidateOutcome(
+                    identifier,
+                    chosen.outcome(key),
+                    score if math.isfinite(score) else None,
+                    chosen.numbered.get(key),
+                )
+            )
+        searched = {c.collection for c in chosen.chunks if c.collection in self.lists}
+        multilingual = any(self.lists[name].multilingual for name in searched)
+        record = _bare_record(
+            self.queries,
+            self.collections,
+            self.bound,
+            self.considered,
+            len(self.pool),
+            multilingual,
+        )
+        return record, found
 
 
 def _at(per_query: Sequence[Mapping[str, int]], number: int, chunk_id: str) -> int | None:

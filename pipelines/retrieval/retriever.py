@@ -23,7 +23,10 @@ dictionary (``pipelines.language.english_gloss``).
 
 Before it returns, the retriever sends the candidates it considered and what became of each
 (kept with the number the handler gives it, or why it was dropped) as the custom callback
-event ``reactome-answers:retrieval``, which the event log keeps (``retrieval_record``).
+event ``reactome-answers:retrieval``, which the event log keeps (``retrieval_record``). When
+every handler that takes it reads its records only once the answer has ended (a trace with
+no log), it sends what makes the record instead (``PendingRecord``), made then, off the
+answer's path (decision 0044).
 """
 
 from __future__ import annotations
@@ -91,9 +94,9 @@ from pipelines.retrieval.ranking import (
 )
 from pipelines.retrieval.retrieval_record import (
     RECORD_BOUND,
+    PendingRecord,
     QueryLists,
     RetrievalRecord,
-    retrieval_record,
 )
 
 __all__ = [
@@ -154,14 +157,24 @@ def _second_search(model: Embeddings, question: str) -> _SecondSearch:
     return _SecondSearch(vector[np.newaxis], multilingual_key(model))
 
 
-def _listened(
+# Who takes a run's custom events: nobody (None); only handlers that read them once the
+# answer has ended ("later"); some handler as they come ("now").
+_Listening = Literal["later", "now"] | None
+
+
+def _listening(
     run_manager: CallbackManagerForRetrieverRun | AsyncCallbackManagerForRetrieverRun,
-) -> bool:
-    """Whether a handler takes the run's custom events (they go to its children's handlers,
-    the inheritable ones): the expansion, the advice gate's ruling and the retrieval record
-    are made for one, and not made when none would read them (the pipeline's handler with no
-    log and no trace takes none)."""
-    return any(not handler.ignore_custom_event for handler in run_manager.inheritable_handlers)
+) -> _Listening:
+    """Who takes the run's custom events (they go to its children's handlers, the
+    inheritable ones): the expansion, the advice gate's ruling and the retrieval record are
+    made for them, and not made when none would read them (the pipeline's handler with no
+    log and no trace takes none); for handlers that all read their records only once the
+    answer has ended (``reads_records_later``: a trace with no log), the retrieval record
+    is made then, off the answer's path."""
+    takers = [h for h in run_manager.inheritable_handlers if not h.ignore_custom_event]
+    if not takers:
+        return None
+    return "later" if all(getattr(h, "reads_records_later", False) for h in takers) else "now"
 
 
 class ReactomeRetriever(BaseRetriever):
@@ -384,7 +397,35 @@ class ReactomeRetriever(BaseRetriever):
         and when it started and ended, should the gate rule."""
         cite = self.settings.cite_urls if cite_urls is None else cite_urls
         recorded = cite if self.record_candidates and record else None
-        return self._search(expansion, collections, k, question, versions, recorded, judged)
+        documents, pending = self._search(
+            expansion, collections, k, question, versions, recorded, judged
+        )
+        return documents, pending.made() if pending is not None else None
+
+    def _search_for(
+        self,
+        listening: _Listening,
+        expansion: Expansion,
+        collections: Sequence[str],
+        k: int,
+        *,
+        question: str,
+        options: RequestOptions,
+        numbered: bool,
+        judged: list[tuple[AdviceVerdict, float, float]],
+    ) -> tuple[list[Document], dict[str, Any] | PendingRecord | None]:
+        """:meth:`search`, and the retrieval record's event data for the handlers
+        ``listening``: the record, or one to make once the answer has ended for handlers
+        that read it only then; None for none, or without the request's ``options``
+        (``numbered``), as :meth:`search_recorded` has it."""
+        cite = self.settings.cite_urls if options.cite_urls is None else options.cite_urls
+        recorded = cite if self.record_candidates and numbered and listening else None
+        documents, pending = self._search(
+            expansion, collections, k, question, options.versions, recorded, judged
+        )
+        if pending is None or listening == "later":
+            return documents, pending
+        return documents, pending.record()
 
     def _search(
         self,
@@ -395,7 +436,7 @@ class ReactomeRetriever(BaseRetriever):
         versions: Mapping[str, str] | None,
         record_cite_urls: bool | None,
         judged: list[tuple[AdviceVerdict, float, float]] | None = None,
-    ) -> tuple[list[Document], RetrievalRecord | None]:
+    ) -> tuple[list[Document], PendingRecord | None]:
         expansion, pending = self._across_languages(expansion, question)
         vectors = np.asarray(self.embeddings.embed_documents(expansion.queries), dtype=np.float32)
         # Before the gate, which judges such a question by the same vector (the model keeps
@@ -443,9 +484,9 @@ class ReactomeRetriever(BaseRetriever):
         pinned: Mapping[str, str],
         record_cite_urls: bool | None = None,
         second: _SecondSearch | None = None,
-    ) -> tuple[list[Document], RetrievalRecord | None]:
-        """The documents, and the retrieval record numbered with ``record_cite_urls`` (no
-        record when None); ``second``: the multilingual search, if any."""
+    ) -> tuple[list[Document], PendingRecord | None]:
+        """The documents, and the retrieval record numbered with ``record_cite_urls``, to be
+        made (none when None); ``second``: the multilingual search, if any."""
         question_vector = vectors[0]
 
         # Stage 1, ids only: every ranked list of every collection, fused (RRF). Lists are
@@ -531,7 +572,7 @@ class ReactomeRetriever(BaseRetriever):
         # Numbered exactly as the handler will number them, so the record's n cannot drift.
         sources, _ = number_sources(documents, cite_urls=record_cite_urls)
         number_of = {id(source.document): source.n for source in sources}
-        return documents, retrieval_record(
+        return documents, PendingRecord(
             queries=expansion.queries,
             collections=collections,
             considered=len(fused),
@@ -644,36 +685,36 @@ class ReactomeRetriever(BaseRetriever):
         )
         stop_if_personal_advice(expansion)
         # The records below are built only for a handler that takes them.
-        listened = _listened(run_manager)
-        if expansion.fallback and listened:
+        listening = _listening(run_manager)
+        if expansion.fallback and listening:
             run_manager.get_child().on_custom_event(
                 EXPANSION_FALLBACK, fallback_data(expansion), run_id=run_manager.run_id
             )
         chosen = self._collections_for(expansion, options.collections)
-        if listened:
+        if listening:
             run_manager.get_child().on_custom_event(
                 EXPANSION, expansion_data(expansion, chosen), run_id=run_manager.run_id
             )
         judged: list[tuple[AdviceVerdict, float, float]] = []
         try:
-            documents, record = self.search_recorded(
+            documents, record = self._search_for(
+                listening,
                 expansion,
                 chosen,
                 k or self.k,
                 question=query,
-                versions=options.versions,
-                cite_urls=options.cite_urls,
-                record=numbered and listened,
+                options=options,
+                numbered=numbered,
                 judged=judged,
             )
         finally:  # the gate's ruling, refusal or not, for the log and the trace
-            for verdict, started, ended in judged if listened else ():
+            for verdict, started, ended in judged if listening else ():
                 run_manager.get_child().on_custom_event(
                     ADVICE_RECORD, verdict.timed(started, ended), run_id=run_manager.run_id
                 )
         if record is not None:  # before returning: the log holds it before the citations
             run_manager.get_child().on_custom_event(
-                RETRIEVAL_RECORD, record.record(), run_id=run_manager.run_id
+                RETRIEVAL_RECORD, record, run_id=run_manager.run_id
             )
         return documents
 
@@ -700,13 +741,13 @@ class ReactomeRetriever(BaseRetriever):
         )
         stop_if_personal_advice(expansion)
         # The records below are built only for a handler that takes them.
-        listened = _listened(run_manager)
-        if expansion.fallback and listened:
+        listening = _listening(run_manager)
+        if expansion.fallback and listening:
             await run_manager.get_child().on_custom_event(
                 EXPANSION_FALLBACK, fallback_data(expansion), run_id=run_manager.run_id
             )
         chosen = self._collections_for(expansion, options.collections)
-        if listened:
+        if listening:
             await run_manager.get_child().on_custom_event(
                 EXPANSION, expansion_data(expansion, chosen), run_id=run_manager.run_id
             )
@@ -714,24 +755,24 @@ class ReactomeRetriever(BaseRetriever):
         try:
             documents, record = await asyncio.to_thread(
                 functools.partial(
-                    self.search_recorded,
+                    self._search_for,
+                    listening,
                     expansion,
                     chosen,
                     k or self.k,
                     question=query,
-                    versions=options.versions,
-                    cite_urls=options.cite_urls,
-                    record=numbered and listened,
+                    options=options,
+                    numbered=numbered,
                     judged=judged,
                 )
             )
         finally:  # the gate's ruling, refusal or not, for the log and the trace
-            for verdict, started, ended in judged if listened else ():
+            for verdict, started, ended in judged if listening else ():
                 await run_manager.get_child().on_custom_event(
                     ADVICE_RECORD, verdict.timed(started, ended), run_id=run_manager.run_id
                 )
         if record is not None:  # before returning: the log holds it before the citations
             await run_manager.get_child().on_custom_event(
-                RETRIEVAL_RECORD, record.record(), run_id=run_manager.run_id
+                RETRIEVAL_RECORD, record, run_id=run_manager.run_id
             )
         return documents

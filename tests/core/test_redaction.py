@@ -53,6 +53,21 @@ def test_values_of_credential_variables_are_redacted_even_across_lines(
     assert text.startswith("RuntimeError: server said:")
 
 
+def test_a_credential_set_changed_or_unset_meanwhile_is_redacted_as_it_is_now(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Which names hold credentials is remembered between redactions; their values are not.
+    text = "first-secret-value second-secret-value third-secret-value"
+    monkeypatch.setenv("ROTATED_API_KEY", "first-secret-value")
+    assert redact_secrets(text).startswith("[redacted] second-secret-value")
+    monkeypatch.setenv("ROTATED_API_KEY", "second-secret-value")
+    assert redact_secrets(text) == "first-secret-value [redacted] third-secret-value"
+    monkeypatch.setenv("LATER_TOKEN", "third-secret-value")
+    assert redact_secrets(text) == "first-secret-value [redacted] [redacted]"
+    monkeypatch.delenv("ROTATED_API_KEY")
+    assert redact_secrets(text) == "first-secret-value second-secret-value [redacted]"
+
+
 def test_ordinary_text_is_left_alone() -> None:
     text = "ABCA1 exports cholesterol [1]; see https://reactome.org/content/detail/R-HSA-5682113"
     assert redact_secrets(text) == text

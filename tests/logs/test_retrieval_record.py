@@ -25,7 +25,12 @@ from pipelines.core.options import RequestOptions
 from pipelines.core.settings import load_settings
 from pipelines.core.tags import RETRIEVAL_RECORD
 from pipelines.pipeline import AnswerPipeline
-from pipelines.retrieval.retrieval_record import OUTCOMES
+from pipelines.retrieval.retrieval_record import (
+    OUTCOMES,
+    PendingRecord,
+    RetrievalRecord,
+    candidate_outcomes,
+)
 from tests.support.cli import cli
 from tests.support.fake_pipeline import ABCA1, make_pipeline
 
@@ -172,6 +177,51 @@ class _Records(BaseCallbackHandler):
             self.records.append(data)
 
 
+class _Later(_Records):
+    """A handler that reads its records only once the answer has ended, as a trace does."""
+
+    reads_records_later = True
+
+
+@pytest.mark.parametrize(
+    ("question", "options"),
+    [
+        ("What causes Tangier disease?", {}),
+        ("How do I use the pathway browser?", {}),
+        ("How do I use the pathway browser?", {"cite_urls": True}),
+        ("What does the BRAF V600E mutation do?", {}),
+        ("¿Qué causa la enfermedad de Tangier?", {}),
+        ("What is the capital of Peru?", {}),
+    ],
+    ids=["tangier", "guide-uncited", "guide-cited", "variant", "spanish", "off-topic"],
+)
+def test_a_record_read_later_is_made_later_and_shows_what_the_record_holds(
+    sample_home: Path, minilm: Embeddings, question: str, options: dict[str, Any]
+) -> None:
+    retriever = pipeline_for(sample_home, minilm).own_retriever
+    assert retriever is not None
+    asked = RequestOptions(**options)
+    now, later, beside = _Records(), _Later(), _Later()
+    retriever.invoke(question, config={"callbacks": [now]}, options=asked)
+    asyncio.run(retriever.ainvoke(question, config={"callbacks": [later]}, options=asked))
+    # Sent to handlers that all read later: the record to be made, and made it is the one
+    # a handler reading now is sent.
+    (pending,) = later.records
+    assert isinstance(pending, PendingRecord)
+    (record,) = now.records
+    assert pending.record() == record
+    # What a trace shows of it, made without the ranks, as reading the record gives it.
+    brief, kept = pending.brief()
+    read = RetrievalRecord.read(record, brief=True)
+    shown = ("queries", "collections", "bound", "considered", "ranked", "candidates")
+    assert [getattr(brief, name) for name in shown] == [getattr(read, name) for name in shown]
+    assert kept == candidate_outcomes(record)
+    assert len(kept) == len(record["candidates"])
+    # One handler that reads now is enough for every handler to be sent the record itself.
+    retriever.invoke(question, config={"callbacks": [beside, _Records()]}, options=asked)
+    assert beside.records == [record]
+
+
 def test_sync_and_async_retrieval_send_the_same_record_in_document_order(
     sample_home: Path, minilm: Embeddings
 ) -> None:
@@ -228,7 +278,7 @@ def test_without_a_log_or_a_listener_no_record_is_made(
     def unwanted(**_: Any) -> None:
         raise AssertionError("a record nobody takes was made")
 
-    monkeypatch.setattr("pipelines.retrieval.retriever.retrieval_record", unwanted)
+    monkeypatch.setattr("pipelines.retrieval.retriever.PendingRecord", unwanted)
     quiet = AnswerPipeline(
         load_settings(home=sample_home, event_logs=False), embeddings=minilm,
         raise_handler_errors=True,

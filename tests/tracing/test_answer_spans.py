@@ -4,6 +4,7 @@ spans drawn again from the answer's event log."""
 
 from __future__ import annotations
 
+import importlib
 import json
 import subprocess
 import sys
@@ -91,10 +92,13 @@ def parent_name(span: ReadableSpan, spans: list[ReadableSpan]) -> str | None:
     return "(outside)"
 
 
+# Without a log the trace alone reads the records, once the answer has ended: the prompt is
+# counted at the end, as with no record at all, and the span takes its count from done.
+@pytest.mark.parametrize("logged", [True, False], ids=["logged", "trace-only"])
 def test_an_answer_is_one_trace_with_its_sources_model_and_rulings(
-    tmp_path: Path, exporter: InMemorySpanExporter
+    tmp_path: Path, exporter: InMemorySpanExporter, logged: bool
 ) -> None:
-    pipeline = traced_pipeline(tmp_path, exporter)
+    pipeline = traced_pipeline(tmp_path, exporter, event_logs=logged)
     events = list(pipeline.stream("What does ABCA1 do?"))
     assert isinstance(events[-1], DoneEvent)
     done = events[-1].data
@@ -136,6 +140,8 @@ def test_an_answer_is_one_trace_with_its_sources_model_and_rulings(
     model = named["answer_model"]
     assert attrs(model)["openinference.span.kind"] == "LLM"
     assert attrs(model)["gen_ai.operation.name"] == "chat"
+    assert done.usage.prompt_tokens is not None
+    assert done.usage.prompt_tokens > 20
     assert attrs(model)["gen_ai.usage.input_tokens"] == done.usage.prompt_tokens
     assert attrs(model)["gen_ai.usage.output_tokens"] == done.usage.answer_tokens
     # No messages without the opt-in.
@@ -361,7 +367,11 @@ def loosely(span: ReadableSpan) -> dict[str, Any]:
 
 
 def test_a_real_search_traces_its_dropped_candidates_logged_or_not(
-    sample_home: Path, minilm: Any, tmp_path: Path, exporter: InMemorySpanExporter
+    sample_home: Path,
+    minilm: Any,
+    tmp_path: Path,
+    exporter: InMemorySpanExporter,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from callbacks.log_records import read_retrieval_record
 
@@ -375,11 +385,24 @@ def test_a_real_search_traces_its_dropped_candidates_logged_or_not(
         )
         for logged in (True, False)
     }
+    # Without a log the record is made in the shipper's thread, and only what a trace shows
+    # of it (no ranks): the whole record is made for the log alone.
+    # (The package's retrieval_record is the function, which hides the module.)
+    module = importlib.import_module("pipelines.retrieval.retrieval_record")
+    made = []
+    whole = module.retrieval_record
+
+    def making(**given: Any) -> Any:
+        made.append(given["queries"])
+        return whole(**given)
+
+    monkeypatch.setattr(module, "retrieval_record", making)
     traces = []
     for pipeline in pipelines.values():
         pipeline.invoke(question)
         traces.append(spans_of(pipeline, exporter))
         exporter.clear()
+    assert len(made) == 1
     logged, unlogged = traces
     # The answer's log need not be written for its trace to hold everything.
     assert [loosely(span) for span in unlogged] == [loosely(span) for span in logged]
