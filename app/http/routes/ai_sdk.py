@@ -34,7 +34,7 @@ takes data parts.
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import anyio
@@ -57,8 +57,10 @@ from app.http.protocols.chat import (
 from app.http.trace_headers import traced_options
 from app.links import reference_link
 from callbacks.events import (
+    DoneData,
     DoneEvent,
     ErrorEvent,
+    Event,
     EvidenceData,
     Reference,
     ReferenceEvent,
@@ -194,10 +196,8 @@ async def _stream(
     pipeline: AnswerPipeline, question: str, options: RequestOptions
 ) -> AsyncIterator[bytes]:
     request_id = uuid.uuid4().hex
-    events = pipeline.events(question, options, request_id=request_id)
-    sent: set[int] = set()  # references already sent as source parts
-    text_open = False
-    error: ErrorEvent | None = None  # held until done: useChat reads nothing after it
+    batches = pipeline.event_batches(question, options, request_id=request_id)
+    message = _Message(request_id)
     try:
         start = {
             "type": "start",
@@ -205,47 +205,64 @@ async def _stream(
             "messageMetadata": {"request_id": request_id},
         }
         yield data_frame(start)
-        async for event in events:
-            if isinstance(event, ReferenceEvent):
-                sent.add(event.data.n)
-                yield data_frame(_source(event.data))
-            elif isinstance(event, TokenEvent):
-                if not text_open:
-                    text_open = True
-                    yield data_frame({"type": "text-start", "id": _TEXT_ID})
-                yield data_frame({"type": "text-delta", "id": _TEXT_ID, "delta": event.data.text})
-            elif isinstance(event, ErrorEvent):
-                error = event
-            elif isinstance(event, DoneEvent):
-                done = event.data
-                # A failed answer lists only what its text cites: the pipeline's rule.
-                references = done.references
-                # References no token announced (a model that did not stream), in order.
-                for reference in references:
-                    if reference.n not in sent:
-                        yield data_frame(_source(reference))
-                if not text_open and done.text and error is None:
-                    text_open = True
-                    yield data_frame({"type": "text-start", "id": _TEXT_ID})
-                    yield data_frame({"type": "text-delta", "id": _TEXT_ID, "delta": done.text})
-                if text_open:
-                    yield data_frame({"type": "text-end", "id": _TEXT_ID})
-                for number, item in enumerate(done.evidence, start=1):
-                    yield data_frame(_evidence(number, item))
-                metadata = {
-                    "request_id": request_id,
-                    "state": done.state,
-                    "language": done.language,
-                    "references": [r.model_dump(mode="json") for r in references],
-                }
-                if error is not None:
-                    yield data_frame({"type": "message-metadata", "messageMetadata": metadata})
-                    yield data_frame({"type": "error", "errorText": error.data.message})
-                finish = "error" if error is not None else "stop"
-                yield data_frame(
-                    {"type": "finish", "finishReason": finish, "messageMetadata": metadata}
-                )
+        async for batch in batches:
+            # The events already waiting go out in one write.
+            frames = [frame for event in batch for frame in message.frames(event)]
+            if frames:
+                yield b"".join(frames)
         yield data_frame("[DONE]")
     finally:
         with anyio.CancelScope(shield=True):
-            await events.aclose()
+            await batches.aclose()
+
+
+class _Message:
+    """One answer's UI message stream: the parts each event makes."""
+
+    def __init__(self, request_id: str) -> None:
+        self.request_id = request_id
+        self.sent: set[int] = set()  # references already sent as source parts
+        self.text_open = False
+        self.error: ErrorEvent | None = None  # held until done: useChat reads nothing after it
+
+    def frames(self, event: Event) -> Iterator[bytes]:
+        if isinstance(event, ReferenceEvent):
+            self.sent.add(event.data.n)
+            yield data_frame(_source(event.data))
+        elif isinstance(event, TokenEvent):
+            if not self.text_open:
+                self.text_open = True
+                yield data_frame({"type": "text-start", "id": _TEXT_ID})
+            yield data_frame({"type": "text-delta", "id": _TEXT_ID, "delta": event.data.text})
+        elif isinstance(event, ErrorEvent):
+            self.error = event
+        elif isinstance(event, DoneEvent):
+            yield from self._finish(event.data)
+
+    def _finish(self, done: DoneData) -> Iterator[bytes]:
+        error = self.error
+        # A failed answer lists only what its text cites: the pipeline's rule.
+        references = done.references
+        # References no token announced (a model that did not stream), in order.
+        for reference in references:
+            if reference.n not in self.sent:
+                yield data_frame(_source(reference))
+        if not self.text_open and done.text and error is None:
+            self.text_open = True
+            yield data_frame({"type": "text-start", "id": _TEXT_ID})
+            yield data_frame({"type": "text-delta", "id": _TEXT_ID, "delta": done.text})
+        if self.text_open:
+            yield data_frame({"type": "text-end", "id": _TEXT_ID})
+        for number, item in enumerate(done.evidence, start=1):
+            yield data_frame(_evidence(number, item))
+        metadata = {
+            "request_id": self.request_id,
+            "state": done.state,
+            "language": done.language,
+            "references": [r.model_dump(mode="json") for r in references],
+        }
+        if error is not None:
+            yield data_frame({"type": "message-metadata", "messageMetadata": metadata})
+            yield data_frame({"type": "error", "errorText": error.data.message})
+        finish = "error" if error is not None else "stop"
+        yield data_frame({"type": "finish", "finishReason": finish, "messageMetadata": metadata})

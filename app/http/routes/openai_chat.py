@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any, Literal
 
 import anyio
@@ -277,68 +277,87 @@ async def _stream(
     request_id: str,
     include_usage: bool,
 ) -> AsyncIterator[bytes]:
-    created = int(time.time())
-    completion_id = f"chatcmpl-{request_id}"
+    completion = _Completion(server, request_id, include_usage)
+    batches = pipeline.event_batches(question, options, request_id=request_id)
+    try:
+        yield completion.chunk({"role": "assistant", "content": ""})
+        async for batch in batches:
+            # The events already waiting go out in one write.
+            frames = [frame for event in batch for frame in completion.frames(event)]
+            if frames:
+                yield b"".join(frames)
+            if completion.stopped:
+                break
+        yield data_frame("[DONE]")
+    finally:
+        # A client that went away lands here: closing the stream cancels the model, shielded
+        # from the cancelled scope around us.
+        with anyio.CancelScope(shield=True):
+            await batches.aclose()
 
-    def chunk(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> bytes:
+
+class _Completion:
+    """One streamed completion: the chunks each event makes."""
+
+    def __init__(self, server: ServerSettings, request_id: str, include_usage: bool) -> None:
+        self.server = server
+        self.include_usage = include_usage
+        self.created = int(time.time())
+        self.completion_id = f"chatcmpl-{request_id}"
+        # The content as the client assembles it: the annotations' offsets point into it.
+        self.sent: list[str] = []
+        self.streamed = False
+        self.failed = False
+        self.stopped = False  # a failed answer's done: its error was the last chunk
+
+    def chunk(self, delta: dict[str, Any], finish: str | None = None, **extra: Any) -> bytes:
         return data_frame(
             {
-                "id": completion_id,
+                "id": self.completion_id,
                 "object": "chat.completion.chunk",
-                "created": created,
+                "created": self.created,
                 "model": MODEL_ID,
                 "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
                 **extra,
             }
         )
 
-    events = pipeline.events(question, options, request_id=request_id)
-    # The content as the client assembles it: the annotations' offsets point into it.
-    sent: list[str] = []
-    try:
-        yield chunk({"role": "assistant", "content": ""})
-        streamed = False
-        failed = False
-        async for event in events:
-            if isinstance(event, TokenEvent):
-                streamed = True
-                sent.append(event.data.text)
-                yield chunk({"content": event.data.text})
-            elif isinstance(event, ErrorEvent):
-                failed = True
-                status = http_status_for(event.data.code)
-                yield data_frame(
-                    openai_error_body(status, event.data.message, event.data.code, None)
-                )
-            elif isinstance(event, DoneEvent):
-                if failed:
-                    break
-                # A refusal, nothing found, or a model that did not stream: the whole text.
-                text = "" if streamed else event.data.text
-                if server.openai_sources:
-                    text += sources_markdown(event.data.references, event.data.language)
-                if text:
-                    sent.append(text)
-                    yield chunk({"content": text})
-                content = "".join(sent)
-                annotations = url_citations(event.data, content)
-                yield chunk(
-                    {"annotations": annotations}, "stop", **_completion_fields(event, content)
-                )
-                if include_usage:
-                    yield data_frame(
-                        {
-                            "id": completion_id,
-                            "object": "chat.completion.chunk",
-                            "created": created,
-                            "model": MODEL_ID,
-                            "choices": [],
-                            "usage": _usage(event),
-                        }
-                    )
-        yield data_frame("[DONE]")
-    finally:
-        # A client that went away lands here: closing the stream cancels the model, shielded
-        # from the cancelled scope around us.
-        with anyio.CancelScope(shield=True):
-            await events.aclose()
+    def frames(self, event: Event) -> Iterator[bytes]:
+        if self.stopped:
+            return
+        if isinstance(event, TokenEvent):
+            self.streamed = True
+            self.sent.append(event.data.text)
+            yield self.chunk({"content": event.data.text})
+        elif isinstance(event, ErrorEvent):
+            self.failed = True
+            status = http_status_for(event.data.code)
+            yield data_frame(openai_error_body(status, event.data.message, event.data.code, None))
+        elif isinstance(event, DoneEvent):
+            if self.failed:
+                self.stopped = True
+            else:
+                yield from self._finish(event)
+
+    def _finish(self, event: DoneEvent) -> Iterator[bytes]:
+        # A refusal, nothing found, or a model that did not stream: the whole text.
+        text = "" if self.streamed else event.data.text
+        if self.server.openai_sources:
+            text += sources_markdown(event.data.references, event.data.language)
+        if text:
+            self.sent.append(text)
+            yield self.chunk({"content": text})
+        content = "".join(self.sent)
+        annotations = url_citations(event.data, content)
+        yield self.chunk({"annotations": annotations}, "stop", **_completion_fields(event, content))
+        if self.include_usage:
+            yield data_frame(
+                {
+                    "id": self.completion_id,
+                    "object": "chat.completion.chunk",
+                    "created": self.created,
+                    "model": MODEL_ID,
+                    "choices": [],
+                    "usage": _usage(event),
+                }
+            )
