@@ -13,6 +13,7 @@ from pipelines.core.options import RequestOptions
 from pipelines.core.tokens import count_tokens
 from tests.support.fake_pipeline import ABCA1, CDK5, VARIANT, make_pipeline
 from tests.support.invariants import check_stream
+from tests.support.waiting import only_this_task_left
 
 ANSWER = "ABCA1 moves cholesterol [1]. Its W590S variant cannot [3]."
 
@@ -22,16 +23,6 @@ def _shape(events: list[Event]) -> list[tuple[str, Any]]:
     return [(event.type, event.data.model_dump(exclude={"timings"})) for event in events]
 
 
-async def _work_ended(bound_s: float = 60.0) -> None:
-    """Until no task but this one is left on the loop (the answer's work has emitted all it
-    will), within a generous bound."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + bound_s
-    while len(asyncio.all_tasks()) > 1:
-        assert loop.time() < deadline, "the answer's work did not end"
-        await asyncio.sleep(0.01)
-
-
 def test_a_reader_that_waits_gets_what_waited_in_one_batch() -> None:
     pipeline, _, _ = make_pipeline([ABCA1, CDK5, VARIANT], ANSWER)
 
@@ -39,7 +30,7 @@ def test_a_reader_that_waits_gets_what_waited_in_one_batch() -> None:
         batches = pipeline.event_batches("What does ABCA1 do?", RequestOptions())
         try:
             first = await anext(batches)
-            await _work_ended()  # a slow reader: everything else is emitted meanwhile
+            await only_this_task_left()  # a slow reader: everything else is emitted meanwhile
             return [first, *[batch async for batch in batches]]
         finally:
             await batches.aclose()
@@ -63,7 +54,7 @@ def test_a_reader_that_leaves_after_start_ends_the_work_and_its_log(isolated_hom
         batches = pipeline.event_batches("What does ABCA1 do?", RequestOptions())
         first = await anext(batches)
         await batches.aclose()
-        await _work_ended()  # bounded: the model's work was cancelled, not left to run on
+        await only_this_task_left()  # bounded: the model's work was cancelled, not left to run on
         return first
 
     first = asyncio.run(leave_after_first())

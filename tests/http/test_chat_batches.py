@@ -17,20 +17,11 @@ from pipelines.core.settings import load_settings
 from pipelines.pipeline import AnswerPipeline
 from tests.support.fake_pipeline import ABCA1, CDK5, VARIANT, FakeRetriever
 from tests.support.fakes import ScriptedStream
+from tests.support.waiting import only_this_task_left
 
 ANSWER = "ABCA1 moves cholesterol [1]. Its W590S variant cannot [3]."
 DONE = b"data: [DONE]\n\n"
 Frames = Callable[[], AsyncIterator[bytes]]
-
-
-async def _work_ended(bound_s: float = 60.0) -> None:
-    """Until no task but this one is left on the loop (the answer's work has emitted all it
-    will), within a generous bound."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + bound_s
-    while len(asyncio.all_tasks()) > 1:
-        assert loop.time() < deadline, "the answer's work did not end"
-        await asyncio.sleep(0.01)
 
 
 async def _writes(frames: AsyncIterator[bytes], *, slowly: bool) -> list[bytes]:
@@ -39,7 +30,7 @@ async def _writes(frames: AsyncIterator[bytes], *, slowly: bool) -> list[bytes]:
     try:
         writes = [await anext(frames), await anext(frames)]
         if slowly:
-            await _work_ended()
+            await only_this_task_left()
         return [*writes, *[chunk async for chunk in frames]]
     finally:
         await frames.aclose()  # type: ignore[attr-defined]

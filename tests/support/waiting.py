@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 from typing import TypeVar
 
-__all__ = ["wait_until"]
+__all__ = ["only_this_task_left", "wait_until"]
 
 T = TypeVar("T")
 
@@ -31,3 +32,13 @@ def wait_until(
             seen = f"; last seen: {state()!r}" if state is not None else ""
             raise AssertionError(f"{what} did not happen within {timeout_s:.0f} s{seen}")
         time.sleep(every_s)
+
+
+async def only_this_task_left(bound_s: float = 60.0) -> None:
+    """Until no task but the caller's is left on the running loop (an answer's work has
+    emitted all it will), within a generous bound."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + bound_s
+    while len(asyncio.all_tasks()) > 1:
+        assert loop.time() < deadline, "the other tasks did not end"
+        await asyncio.sleep(0.01)
