@@ -453,7 +453,7 @@ class _Chosen:
         return "context" if found == "kept" and key in self._context else found
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # (compared, it would compare whole searches)
 class PendingRecord:
     """A search's record not made yet: what :func:`retrieval_record` makes it from (the
     search's own lists, which nothing changes once it has returned). The retriever sends
