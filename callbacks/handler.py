@@ -707,9 +707,15 @@ class AnswerEventHandler(BaseCallbackHandler):
             if self.done is not None:
                 raise
             # Finalizing is what broke: the stream still ends, with nothing it cannot vouch
-            # for (no text, no references).
+            # for (no text, no references), but the prompt's size, which a trace with no log
+            # reads only from here.
+            try:
+                prompt: int | None = self._prompt_tokens()
+            except Exception:
+                prompt = None
             bare = DoneData(
                 state="failed",
+                usage=Usage(prompt_tokens=prompt),
                 timings=Timings(total_ms=self._elapsed_ms()),
                 language=self.language,
                 trace_id=self.trace_id,

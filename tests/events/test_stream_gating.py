@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import threading
+import uuid
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
@@ -16,13 +17,16 @@ import pytest
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun
 from langchain_core.documents import Document
 from langchain_core.language_models import FakeListChatModel
-from langchain_core.messages import AIMessageChunk, BaseMessage
+from langchain_core.messages import AIMessageChunk, BaseMessage, HumanMessage
 from langchain_core.outputs import ChatGenerationChunk
 from langchain_core.runnables import RunnableLambda
 
 from callbacks.events import CitationEvent, DoneEvent, ErrorEvent, Event, TokenData, TokenEvent
+from callbacks.handler import AnswerEventHandler
 from pipelines.core.options import RequestOptions
 from pipelines.core.settings import load_settings
+from pipelines.core.tags import ANSWER_TAG, RETRIEVAL_TAG
+from pipelines.core.tokens import count_tokens
 from pipelines.pipeline import AnswerPipeline, nothing_found_text
 from pipelines.pipeline._request import AnswerRun
 from tests.support.fake_pipeline import ABCA1, CDK5, GUIDE, VARIANT, FakeRetriever, make_pipeline
@@ -139,6 +143,34 @@ def test_a_model_failing_mid_stream_ends_with_error_then_done_failed() -> None:
     # The partial text cites nothing: a failure is not a grounded answer that cites nothing,
     # so no source is listed (issue 37: all 7 retrieved sources showed under the error).
     assert done.data.references == []
+
+
+def test_a_failure_whose_finalizing_breaks_still_says_how_large_the_prompt_was(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # With no log, a trace reads the prompt's size from done alone (decision 0044).
+    events: list[Event] = []
+    handler = AnswerEventHandler(
+        request_id="r", emit=events.append, raise_error=True, record=lambda *_: None,
+        record_text=False, records_later=True,
+    )  # fmt: skip
+    handler.start("q", ["reactome"], {})
+    retrieval, model = uuid.uuid4(), uuid.uuid4()
+    handler.on_retriever_start({}, "q", run_id=retrieval, tags=[RETRIEVAL_TAG], name="retrieval")
+    handler.on_retriever_end([ABCA1], run_id=retrieval)
+    prompt = "Answer from the sources below, citing each by its number."
+    handler.on_chat_model_start(
+        {}, [[HumanMessage(content=prompt)]], run_id=model, tags=[ANSWER_TAG], name="answer"
+    )
+
+    def breaks(*_: Any, **__: Any) -> DoneEvent:
+        raise RuntimeError("the finalizer broke")
+
+    monkeypatch.setattr(handler, "finish", breaks)
+    done = handler.fail("model_failed", "the model went away")
+    assert done.data.state == "failed"
+    assert done.data.text == ""
+    assert done.data.usage.prompt_tokens == count_tokens(prompt)
 
 
 def test_a_failure_after_a_marker_keeps_what_that_marker_cites() -> None:
