@@ -18,7 +18,7 @@ from langchain_core.runnables import RunnableConfig
 
 from pipelines.catalog.catalog import Catalog
 from pipelines.core.errors import EventHandlerError, PersonalAdviceError
-from pipelines.core.redaction import SecretRedactor, one_line, redact_secrets
+from pipelines.core.redaction import one_line, redact_secrets
 from pipelines.core.tags import EXPANDER_TAG, EXPANSION_RECORD
 from pipelines.retrieval.expander import (
     Expansion,
@@ -48,21 +48,16 @@ EXPANSION = EXPANSION_RECORD
 def expansion_data(expansion: Expansion, collections: Sequence[str]) -> dict[str, Any]:
     """The :data:`EXPANSION` event's data."""
     return {
-        "queries": _redacted(expansion.queries),
+        "queries": [redact_secrets(query) for query in expansion.queries],
         "collections": list(collections),
     }
-
-
-def _redacted(queries: Sequence[str]) -> list[str]:
-    redact = SecretRedactor()  # one for all: each looks the environment over
-    return [redact(query) for query in queries]
 
 
 def fallback_data(expansion: Expansion) -> dict[str, Any]:
     """The :data:`EXPANSION_FALLBACK` event's data."""
     return {
         "reason": expansion.fallback,
-        "queries": _redacted(expansion.queries),
+        "queries": [redact_secrets(query) for query in expansion.queries],
         "collections": expansion.collections,
     }
 

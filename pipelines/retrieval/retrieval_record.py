@@ -46,7 +46,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal, NamedTuple, get_args
 
 from pipelines.core.json_text import finite_number
-from pipelines.core.redaction import SecretRedactor
+from pipelines.core.redaction import redact_secrets
 from pipelines.retrieval.ranking import ChunkOutcome, ScoredChunk, SourceEntry
 
 __all__ = [
@@ -300,13 +300,7 @@ def candidate_outcomes(data: Mapping[str, Any]) -> list[CandidateOutcome]:
         outcome = get("outcome")
         if not isinstance(outcome, str) or outcome not in _OUTCOME_NAMES:
             continue
-        identifier = get("st_id")
-        if not isinstance(identifier, str) or not identifier:
-            identifier = get("url")
-            if not isinstance(identifier, str) or not identifier:
-                identifier = get("chunk_id")
-                if not isinstance(identifier, str):
-                    identifier = ""
+        identifier = _source_id(get("st_id"), get("url"), get("chunk_id"))
         score, n = get("score"), get("n")
         if type(score) is not float or not math.isfinite(score):
             score = None if score is None else finite_number(score)
@@ -314,6 +308,15 @@ def candidate_outcomes(data: Mapping[str, Any]) -> list[CandidateOutcome]:
             n = None
         found.append(make((identifier, outcome, score, n)))
     return found
+
+
+def _source_id(st_id: object, url: object, chunk_id: object) -> str:
+    """A candidate's source as a summary names it: its stable id, else its url, else its
+    chunk's id ("" when it has none of them as text)."""
+    for identifier in (st_id, url):
+        if isinstance(identifier, str) and identifier:
+            return identifier
+    return chunk_id if isinstance(chunk_id, str) else ""
 
 
 @dataclass(frozen=True)
@@ -408,11 +411,10 @@ def _bare_record(
     multilingual: bool,
 ) -> RetrievalRecord:
     """A record with no candidates."""
-    redact = SecretRedactor()
     return RetrievalRecord(
         # Redacted as the expansion record's: a credential pasted into the question is
         # searched for, but must not reach the disk.
-        queries=tuple(redact(query) for query in queries),
+        queries=tuple(redact_secrets(query) for query in queries),
         collections=tuple(collections),
         bound=bound,
         considered=considered,
@@ -489,15 +491,10 @@ class PendingRecord:
         for c in chosen.chunks:
             key = (c.collection, c.chunk_id)
             meta = self.metadata.get(key, {})
-            identifier = meta.get("st_id")
-            if not isinstance(identifier, str) or not identifier:
-                identifier = meta.get("url")
-                if not isinstance(identifier, str) or not identifier:
-                    identifier = c.chunk_id
             score = _round(c.score)
             found.append(
                 CandidateOutcome(
-                    identifier,
+                    _source_id(meta.get("st_id"), meta.get("url"), c.chunk_id),
                     chosen.outcome(key),
                     score if math.isfinite(score) else None,
                     chosen.numbered.get(key),

@@ -395,12 +395,26 @@ class ReactomeRetriever(BaseRetriever):
         the handler will, with ``pipelines.citations.number_sources`` and ``cite_urls``
         (None: the settings' ``cite_urls``). ``judged`` receives the advice gate's verdict
         and when it started and ended, should the gate rule."""
-        cite = self.settings.cite_urls if cite_urls is None else cite_urls
-        recorded = cite if self.record_candidates and record else None
-        documents, pending = self._search(
-            expansion, collections, k, question, versions, recorded, judged
+        documents, pending = self._search_pending(
+            expansion, collections, k, question, versions, cite_urls, record, judged
         )
         return documents, pending.made() if pending is not None else None
+
+    def _search_pending(
+        self,
+        expansion: Expansion,
+        collections: Sequence[str],
+        k: int,
+        question: str | None,
+        versions: Mapping[str, str] | None,
+        cite_urls: bool | None,
+        record: bool,
+        judged: list[tuple[AdviceVerdict, float, float]] | None,
+    ) -> tuple[list[Document], PendingRecord | None]:
+        """:meth:`search_recorded`, its record still to be made."""
+        cite = self.settings.cite_urls if cite_urls is None else cite_urls
+        recorded = cite if self.record_candidates and record else None
+        return self._search(expansion, collections, k, question, versions, recorded, judged)
 
     def _search_for(
         self,
@@ -418,10 +432,15 @@ class ReactomeRetriever(BaseRetriever):
         ``listening``: the record, or one to make once the answer has ended for handlers
         that read it only then; None for none, or without the request's ``options``
         (``numbered``), as :meth:`search_recorded` has it."""
-        cite = self.settings.cite_urls if options.cite_urls is None else options.cite_urls
-        recorded = cite if self.record_candidates and numbered and listening else None
-        documents, pending = self._search(
-            expansion, collections, k, question, options.versions, recorded, judged
+        documents, pending = self._search_pending(
+            expansion,
+            collections,
+            k,
+            question,
+            options.versions,
+            options.cite_urls,
+            numbered and listening is not None,
+            judged,
         )
         if pending is None or listening == "later":
             return documents, pending
