@@ -487,6 +487,61 @@ def test_a_conversation_keeps_earlier_turns_and_sends_them_as_history(
     assert page.problems == []
 
 
+# Holds each answer stream's end (after done) until the page aborts it, so that a question can
+# be asked while the previous answer is settled on the page but its stream is still open.
+HOLD_STREAM_ENDS = """
+const realFetch = window.fetch;
+window.__heldEnds = 0;
+window.fetch = async (input, init) => {
+  const response = await realFetch(input, init);
+  if (!String(input).endsWith("/v1/answer/stream") || !response.body) return response;
+  const reader = response.body.getReader();
+  const held = new ReadableStream({
+    async pull(controller) {
+      const { value, done } = await reader.read();
+      if (!done) {
+        controller.enqueue(value);
+        return;
+      }
+      window.__heldEnds += 1;
+      await new Promise((aborted) => init.signal.addEventListener("abort", aborted));
+      controller.error(new DOMException("The request was aborted", "AbortError"));
+    },
+    cancel: (reason) => reader.cancel(reason),
+  });
+  return new Response(held, { status: response.status, headers: response.headers });
+};
+"""
+
+
+def test_a_question_asked_before_the_last_answers_stream_closes_keeps_that_answer(
+    page: Any, served: str
+) -> None:
+    page.add_init_script(HOLD_STREAM_ENDS)
+    bodies = asked_bodies(page)
+    page.goto(f"{served}/")
+    page.fill("#question", FIRST)
+    page.press("#question", "Enter")
+    wait_settled(page, 0)
+    page.wait_for_function("window.__heldEnds === 1")  # done is handled; the stream is open
+    first_text = page.text_content("#answer")
+
+    page.fill("#question", FOLLOW_UP)
+    page.press("#question", "Enter")
+    page.wait_for_function(
+        "q => document.getElementById('asked').textContent === q && "
+        "!['', 'streaming'].includes(document.getElementById('answer').dataset.state || '')",
+        arg=FOLLOW_UP,
+    )
+
+    earlier = page.locator("#conversation .turn")
+    assert earlier.count() == 1
+    assert earlier.locator(".asked").text_content() == FIRST
+    assert earlier.locator(".answer").text_content() == first_text
+    assert [len(body.get("history", [])) for body in bodies] == [0, 2]
+    assert page.problems == []
+
+
 def converse(page: Any, questions: list[str]) -> tuple[list[dict[str, Any]], list[str]]:
     """Asks each question in turn on the page as loaded, each answered; returns the bodies
     posted and the answers' texts."""

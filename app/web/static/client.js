@@ -139,9 +139,10 @@ function useKey(key) {
 }
 
 async function ask(question, citeUrls, keyOnce = null) {
-  // Asking again abandons the answer in flight (the server then stops its model).
+  // Asking again abandons the answer in flight (the server then stops its model). An answer
+  // whose done has come is kept even if its stream has not closed yet.
   if (current) current.abort();
-  else if (turnOnPage) keepTurn();
+  if (turnOnPage) keepTurn();
   turnOnPage = false;
   const controller = new AbortController();
   current = controller;
