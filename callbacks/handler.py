@@ -509,10 +509,16 @@ class AnswerEventHandler(BaseCallbackHandler):
         if run is None or ANSWER_TAG not in run.tags or not self.retrieval_ended or not token:
             return
         answer = self._answer
-        self._take_text(answer.model_sources.feed(token))
+        text = answer.model_sources.feed(token)
         live = answer.live
         if live is None:
+            self._take_text(text)
             return
+        if text:  # _take_text's live branch, inline: this runs for every token
+            answer.parts.append(text)
+            released = live.feed(text)
+            if released:
+                self._send_live(released, live)
         # _track_hold's common case inline: most tokens leave nothing held before or after.
         if answer.arrivals or answer.model_sources.held or live.pending:
             self._track_hold(len(token))
@@ -567,7 +573,8 @@ class AnswerEventHandler(BaseCallbackHandler):
             return  # all of it held back, for now
         if self._answer.first_token_ms is None:
             self._answer.first_token_ms = self._elapsed_ms()
-        while self._answer.references_sent < live.n_cited:
+        # A source is first cited by a marker in the text that cites it: no "[", none new.
+        while "[" in text and self._answer.references_sent < live.n_cited:
             source = live.cited_source(self._answer.references_sent)
             self._answer.references_sent += 1
             self._send(ReferenceEvent, _reference(self._answer.references_sent, source))

@@ -59,6 +59,17 @@ _RETRIES = 8
 # O(n log n) rather than O(n²).
 _LONG_HOLD = 256
 _ENDS_A_HOLD = frozenset("\n`~]")
+# Unsettled characters that cannot change how the text before them reads: not a backtick,
+# tilde or line end, which may open or close code. Whether a point is settled otherwise
+# depends only on the text before it, so text whose held part has no settled point still has
+# none after a token of these alone.
+_QUIET = _UNSETTLED - frozenset("`~\r")
+# The held text of most releases: a space, markers of plain numbers and ranges, and one
+# punctuation mark after them, which settles them. Nothing in it can be code, a link or a
+# reference definition, so its rewrite is the renumbering alone (LiveCitations._release_marker).
+_SIMPLE_ITEM = r"[1-9][0-9]{0,2}(?:-[1-9][0-9]{0,2})?"
+_SIMPLE_MARKER_RE = re.compile(rf"( ?)((?:\[{_SIMPLE_ITEM}(?:, ?{_SIMPLE_ITEM})*\])+)([.,;!?])")
+_SIMPLE_ITEM_RE = re.compile(r"([0-9]+)(?:-([0-9]+))?")
 
 
 def _open_group_start(text: str, end: int) -> int | None:
@@ -67,6 +78,20 @@ def _open_group_start(text: str, end: int) -> int | None:
     while position >= 0 and text[position] in _GROUP_CHARS:
         position -= 1
     return position if position >= 0 and text[position] == "[" else None
+
+
+def _adds_no_settled_point(token: str, in_group: bool) -> bool:
+    """Whether no point in ``token`` can be settled, appended to held text that does (or
+    does not: ``in_group``) end inside an open marker group: each of its characters is one
+    no settled point follows, or a group character inside an open group."""
+    for char in token:
+        if char == "[":
+            in_group = True
+        elif char == "]":
+            in_group = False
+        elif char not in _QUIET and not (in_group and char in _GROUP_CHARS):
+            return False
+    return True
 
 
 def _fence_may_open(text: str, end: int) -> bool:
@@ -112,7 +137,8 @@ class LiveCitations(Generic[T]):
 
     ``feed`` takes each token and ``close`` the end of the text; each returns the final text
     now settled. :attr:`cited` is the final reference list so far (a client must learn of a
-    source before the text that cites it), :attr:`held` the longest hold in characters.
+    source before the text that cites it), :attr:`pending` the raw text held back now (read
+    for every token, so a plain attribute), :attr:`held` the longest hold in characters.
     """
 
     def __init__(self, sources: Sequence[T]) -> None:
@@ -120,10 +146,11 @@ class LiveCitations(Generic[T]):
         self._numbering: dict[int, int] = {}  # source number -> final number
         self._cited: list[T] = []  # the sources in final order
         self._context = ""  # the last settled raw character: whether the next text starts a line
-        self._pending = ""  # raw text after the last settled point
+        self.pending = ""  # the raw text held back: after the last settled point
         self._in_group = False  # whether the held text ends inside an open "["
         self._retry_at = 0  # hold without trying until the held text is this long
         self._rejected = False  # whether the last try rewrote into something unsettled
+        self._quiet = True  # whether the held text is known to have no settled point
         self.held = 0
         self._released: list[str] = []
 
@@ -145,20 +172,15 @@ class LiveCitations(Generic[T]):
         """The source with final number ``index + 1``."""
         return self._cited[index]
 
-    @property
-    def pending(self) -> str:
-        """The raw text held back."""
-        return self._pending
-
     def feed(self, token: str) -> str:
         """Take one token; return the final text now settled (often empty while a marker is
         held). The sources it cites first are in :attr:`cited` when it returns."""
         if not token:
             return ""
-        pending = self._pending + token
+        pending = self.pending + token
         if self._in_group and not token.strip(_GROUP_CHARS_STR):
             # More digits, commas or spaces inside an open "[": nothing new can settle.
-            self._pending = pending
+            self.pending = pending
             self.held = max(self.held, len(pending))
             return ""
         if "[" not in pending and "`" not in pending and "~" not in pending:
@@ -166,29 +188,38 @@ class LiveCitations(Generic[T]):
             # is and only a tail that could still matter to a marker (spaces) waits.
             settled = pending.rstrip(_UNSETTLED_CHARS)
             if len(settled) == len(pending):
-                self._pending = ""
+                self.pending = ""
             else:
-                self._pending = pending[len(settled) :]
-                if len(self._pending) > self.held:
-                    self.held = len(self._pending)
+                self.pending = pending[len(settled) :]
+                if len(self.pending) > self.held:
+                    self.held = len(self.pending)
                 if not settled:
                     return ""
             self._context = settled[-1]
             self._released.append(settled)
             return settled
-        self._pending = pending
+        self.pending = pending
         if len(pending) < self._retry_at and (self._rejected or _ENDS_A_HOLD.isdisjoint(token)):
+            self._in_group = _open_group_start(pending, len(pending)) is not None
             self.held = max(self.held, len(pending))
             return ""
+        if self._quiet and _adds_no_settled_point(token, self._in_group):
+            # Nothing before this token was settled, and nothing in it can be: what a release
+            # would find (nothing), and what it would leave, without it.
+            self._in_group = _open_group_start(pending, len(pending)) is not None
+            self.held = max(self.held, len(pending))
+            if len(pending) > _LONG_HOLD:
+                self._retry_at = 2 * len(pending)
+            return ""
         released = self._release(final=False)
-        self._in_group = _open_group_start(self._pending, len(self._pending)) is not None
-        self.held = max(self.held, len(self._pending))
+        self._in_group = _open_group_start(self.pending, len(self.pending)) is not None
+        self.held = max(self.held, len(self.pending))
         if released:
             self._retry_at = 0
-        elif self._rejected or len(self._pending) > _LONG_HOLD:
+        elif self._rejected or len(self.pending) > _LONG_HOLD:
             # A rewrite that came out unsettled waits for twice the text whatever arrives:
             # what settles it (a fence's closing line, say) is not one character.
-            self._retry_at = 2 * len(self._pending)
+            self._retry_at = 2 * len(self.pending)
         return released
 
     def close(self) -> str:
@@ -196,11 +227,20 @@ class LiveCitations(Generic[T]):
         return self._release(final=True)
 
     def _release(self, *, final: bool) -> str:
-        text = self._context + self._pending
+        if not final:
+            simple = _SIMPLE_MARKER_RE.fullmatch(self.pending)
+            if simple is not None:
+                released = self._release_marker(simple)
+                if released:
+                    return released
+        text = self._context + self.pending
         skip = len(self._context)
         self._rejected = False
+        self._quiet = False
         ends = [len(text)] if final else self._settled_ends(text, skip)
+        tried = False
         for end in ends:
+            tried = True
             numbering = dict(self._numbering)
             if final:
                 rewritten: str | None = _renumber(
@@ -220,12 +260,38 @@ class LiveCitations(Generic[T]):
             self._numbering = numbering
             if end > skip:
                 self._context = text[end - 1]
-            self._pending = text[end:]
+            self.pending = text[end:]
             released = rewritten[skip:]
             self._released.append(released)
             self._cited.extend(self._sources[old - 1] for old in list(numbering)[first:])
+            self._quiet = not self.pending
             return released
+        self._quiet = not tried
         return ""
+
+    def _release_marker(self, simple: re.Match[str]) -> str:
+        """What :meth:`_release` makes of held text that is simple markers settled by a
+        punctuation mark (``" [3]."``, ``" [2][5],"``, ``" [1, 4-6]."``), without the general
+        rewrite: the cited numbers renumbered, each once, in ascending new number; "" when a
+        number is out of range or a range descends (the general rewrite handles those)."""
+        olds: list[int] = []
+        for low_digits, high_digits in _SIMPLE_ITEM_RE.findall(simple.group(2)):
+            low = int(low_digits)
+            high = int(high_digits) if high_digits else low
+            if high < low or high > len(self._sources):
+                return ""  # not a group, or out of range in part: the general rewrite's
+            olds.extend(range(low, high + 1))
+        numbering = self._numbering
+        first = len(numbering)
+        news = sorted({numbering.setdefault(old, len(numbering) + 1) for old in olds})
+        released = "".join((simple.group(1), *(f"[{new}]" for new in news), simple.group(3)))
+        self._rejected = False
+        self._context = simple.group(3)
+        self.pending = ""
+        self._quiet = True
+        self._released.append(released)
+        self._cited.extend(self._sources[old - 1] for old in list(numbering)[first:])
+        return released
 
     @staticmethod
     def _settled_ends(text: str, skip: int) -> Iterator[int]:
