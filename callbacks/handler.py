@@ -517,8 +517,10 @@ class AnswerEventHandler(BaseCallbackHandler):
         if text:  # _take_text's live branch, inline: this runs for every token
             answer.parts.append(text)
             released = live.feed(text)
-            if released:
+            if "[" in released or (released and answer.first_token_ms is None):
                 self._send_live(released, live)
+            elif released:  # no new reference, not the first token: the token alone
+                self._send(TokenEvent, TokenData(text=released))
         # _track_hold's common case inline: most tokens leave nothing held before or after.
         if answer.arrivals or answer.model_sources.held or live.pending:
             self._track_hold(len(token))

@@ -274,23 +274,37 @@ class LiveCitations(Generic[T]):
         punctuation mark (``" [3]."``, ``" [2][5],"``, ``" [1, 4-6]."``), without the general
         rewrite: the cited numbers renumbered, each once, in ascending new number; "" when a
         number is out of range or a range descends (the general rewrite handles those)."""
-        olds: list[int] = []
-        for low_digits, high_digits in _SIMPLE_ITEM_RE.findall(simple.group(2)):
-            low = int(low_digits)
-            high = int(high_digits) if high_digits else low
-            if high < low or high > len(self._sources):
-                return ""  # not a group, or out of range in part: the general rewrite's
-            olds.extend(range(low, high + 1))
+        space, groups, mark = simple.groups()
+        body = groups[1:-1]
+        if body.isdigit():  # one number: the commonest marker
+            olds = [int(body)]
+            if olds[0] > len(self._sources):
+                return ""  # out of range: the general rewrite removes it
+        else:
+            olds = []
+            for low_digits, high_digits in _SIMPLE_ITEM_RE.findall(groups):
+                low = int(low_digits)
+                high = int(high_digits) if high_digits else low
+                if high < low or high > len(self._sources):
+                    return ""  # not a group, or out of range in part: the general rewrite's
+                olds.extend(range(low, high + 1))
         numbering = self._numbering
-        first = len(numbering)
-        news = sorted({numbering.setdefault(old, len(numbering) + 1) for old in olds})
-        released = "".join((simple.group(1), *(f"[{new}]" for new in news), simple.group(3)))
+        news = set()
+        for old in olds:  # left to right: a number's first citation gives it the next number
+            new = numbering.get(old)
+            if new is None:
+                new = numbering[old] = len(numbering) + 1
+                self._cited.append(self._sources[old - 1])
+            news.add(new)
+        if len(news) == 1:
+            released = f"{space}[{new}]{mark}"
+        else:
+            released = space + "".join(f"[{number}]" for number in sorted(news)) + mark
         self._rejected = False
-        self._context = simple.group(3)
+        self._context = mark
         self.pending = ""
         self._quiet = True
         self._released.append(released)
-        self._cited.extend(self._sources[old - 1] for old in list(numbering)[first:])
         return released
 
     @staticmethod
