@@ -375,7 +375,7 @@ class ReactomeRetriever(BaseRetriever):
         With an :attr:`advice_gate` and the ``question`` as asked, the gate judges it once the
         queries are embedded (reusing the standalone question's vector when it is the same
         text) and :class:`PersonalAdviceError` stops the search."""
-        documents, _ = self._search(expansion, collections, k, question, versions, None)
+        documents, _ = self._search(expansion, collections, k, question, versions, None, False)
         return documents
 
     def search_recorded(
@@ -395,26 +395,10 @@ class ReactomeRetriever(BaseRetriever):
         the handler will, with ``pipelines.citations.number_sources`` and ``cite_urls``
         (None: the settings' ``cite_urls``). ``judged`` receives the advice gate's verdict
         and when it started and ended, should the gate rule."""
-        documents, pending = self._search_pending(
+        documents, pending = self._search(
             expansion, collections, k, question, versions, cite_urls, record, judged
         )
         return documents, pending.made() if pending is not None else None
-
-    def _search_pending(
-        self,
-        expansion: Expansion,
-        collections: Sequence[str],
-        k: int,
-        question: str | None,
-        versions: Mapping[str, str] | None,
-        cite_urls: bool | None,
-        record: bool,
-        judged: list[tuple[AdviceVerdict, float, float]] | None,
-    ) -> tuple[list[Document], PendingRecord | None]:
-        """:meth:`search_recorded`, its record still to be made."""
-        cite = self.settings.cite_urls if cite_urls is None else cite_urls
-        recorded = cite if self.record_candidates and record else None
-        return self._search(expansion, collections, k, question, versions, recorded, judged)
 
     def _search_for(
         self,
@@ -432,7 +416,7 @@ class ReactomeRetriever(BaseRetriever):
         ``listening``: the record, or one to make once the answer has ended for handlers
         that read it only then; None for none, or without the request's ``options``
         (``numbered``), as :meth:`search_recorded` has it."""
-        documents, pending = self._search_pending(
+        documents, pending = self._search(
             expansion,
             collections,
             k,
@@ -453,9 +437,14 @@ class ReactomeRetriever(BaseRetriever):
         k: int,
         question: str | None,
         versions: Mapping[str, str] | None,
-        record_cite_urls: bool | None,
+        cite_urls: bool | None,
+        record: bool,
         judged: list[tuple[AdviceVerdict, float, float]] | None = None,
     ) -> tuple[list[Document], PendingRecord | None]:
+        """The documents, and with ``record`` (and :attr:`record_candidates`) the retrieval
+        record still to be made, numbered with ``cite_urls`` (None: the settings')."""
+        cite = self.settings.cite_urls if cite_urls is None else cite_urls
+        record_cite_urls = cite if self.record_candidates and record else None
         expansion, pending = self._across_languages(expansion, question)
         vectors = np.asarray(self.embeddings.embed_documents(expansion.queries), dtype=np.float32)
         # Before the gate, which judges such a question by the same vector (the model keeps
