@@ -519,7 +519,7 @@ class AnswerEventHandler(BaseCallbackHandler):
             released = live.feed(text)
             if "[" in released or (released and answer.first_token_ms is None):
                 self._send_live(released, live)
-            elif released:  # no new reference, not the first token: the token alone
+            elif released:  # _send_live's common case: no new reference, not the first token
                 self._send(TokenEvent, TokenData(text=released))
         # _track_hold's common case inline: most tokens leave nothing held before or after.
         if answer.arrivals or answer.model_sources.held or live.pending:
@@ -573,13 +573,15 @@ class AnswerEventHandler(BaseCallbackHandler):
         """Send the references this text cites first, then the text itself."""
         if not text:
             return  # all of it held back, for now
-        if self._answer.first_token_ms is None:
-            self._answer.first_token_ms = self._elapsed_ms()
+        answer = self._answer
+        if answer.first_token_ms is None:
+            answer.first_token_ms = self._elapsed_ms()
         # A source is first cited by a marker in the text that cites it: no "[", none new.
-        while "[" in text and self._answer.references_sent < live.n_cited:
-            source = live.cited_source(self._answer.references_sent)
-            self._answer.references_sent += 1
-            self._send(ReferenceEvent, _reference(self._answer.references_sent, source))
+        if "[" in text:
+            while answer.references_sent < live.n_cited:
+                source = live.cited_source(answer.references_sent)
+                answer.references_sent += 1
+                self._send(ReferenceEvent, _reference(answer.references_sent, source))
         self._send(TokenEvent, TokenData(text=text))
 
     # --- the end --------------------------------------------------------------------------
