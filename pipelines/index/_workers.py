@@ -56,28 +56,39 @@ class ShareRunner:
     ) -> _Matrix:
         """One row per text of ``tokens``: ``embed_one(session, its tokens)``."""
         vectors: _Matrix = np.empty((len(tokens), dimensions), dtype=np.float32)
-        if not tokens:
-            return vectors
-        # Sorted by length, so every worker's share is alike.
-        order = sorted(range(len(tokens)), key=lambda index: len(tokens[index]))
+
+        def one(session: Any, index: int) -> None:
+            vectors[index] = embed_one(session, tokens[index])
+
+        self.each(sessions, [len(row) for row in tokens], one)
+        return vectors
+
+    def each(
+        self, sessions: Sequence[Any], sizes: Sequence[int], work: Callable[[Any, int], None]
+    ) -> None:
+        """``work(session, index)`` for every index of ``sizes`` (each item's size), the
+        items shared out over the sessions."""
+        if not sizes:
+            return
+        # Sorted by size, so every worker's share is alike.
+        order = sorted(range(len(sizes)), key=lambda index: sizes[index])
         used = min(len(sessions), len(order))
         shares = [order[worker::used] for worker in range(used)]
 
-        def embed_share(session: Any, share: list[int]) -> None:
+        def run_share(session: Any, share: list[int]) -> None:
             for index in share:
-                vectors[index] = embed_one(session, tokens[index])
+                work(session, index)
 
         if used == 1:
-            embed_share(sessions[0], shares[0])
-            return vectors
+            run_share(sessions[0], shares[0])
+            return
         if self._pool is None:
             with self._lock:
                 if self._pool is None:
                     self._pool = ThreadPoolExecutor(len(sessions), self._name)
         jobs = [
-            self._pool.submit(embed_share, sessions[worker], share)
+            self._pool.submit(run_share, sessions[worker], share)
             for worker, share in enumerate(shares)
         ]
         for job in jobs:
             job.result()
-        return vectors

@@ -4,9 +4,14 @@ The extractive answer model and the evidence judge read a retrieved source's sen
 each stands in the source's text, each as scored, its paragraph, the units the extractive
 model may quote (:func:`pipelines.index.sentences.segment`) and a vector for each sentence and
 unit. Worked out at answer time, that was nearly all the time between retrieval's end and the
-answer's first token (issue 27); so ingestion works it out once per chunk
-(:func:`work_out`, the very function a reader falls back on for a passage it does not find)
-and writes it beside the chunk table, in its folder:
+answer's first token (issue 27); so ingestion works it out once per chunk and writes it
+beside the chunk table. With a model that gives its token states (ours), each sentence's and
+unit's vector is pooled from the pass that embeds the chunk (late chunking,
+:func:`work_out_pooled`, decision 0045): the mean of its tokens' states, read in the
+context of the chunk and its heading, at no cost beyond the chunk's vector. A reader that
+does not find a passage stored falls back on :func:`work_out`, which embeds each sentence
+alone: the same sentences and units, other vectors. With another model, ingestion stores
+:func:`work_out`'s. The files, in the table's folder:
 
 - ``sentence_keys.npy``: uint64, one per row: a hash of the chunk's text (:func:`text_key`),
   how a passage's text finds its row;
@@ -22,11 +27,13 @@ and writes it beside the chunk table, in its folder:
 
 The texts as scored are not stored: :func:`~pipelines.index.sentences.clean_sentence` of a
 span is cheaper to redo than to read. The table's ``chunk_table.json`` names the embedding
-model that made the vectors, and a reader with another model finds nothing here.
+model that made the vectors (a reader with another model finds nothing here) and, for pooled
+ones, says ``"pooling": "chunk"``.
 
 A retrieved source is one chunk or several joined by a blank line
 (``pipelines.retrieval.retriever``); :func:`join` assembles the sentences of such a passage
-from its chunks', exactly as :func:`work_out` would find them in the joined text, when
+from its chunks', with the sentences and units :func:`work_out` would find in the joined
+text (and its chunks' vectors), when
 :func:`joinable` says the join cannot change how the parts are read.
 """
 
@@ -60,10 +67,13 @@ __all__ = [
     "loaded_sentences",
     "model_name",
     "model_vectors",
+    "pooling_model",
+    "pools",
     "query_vectors",
     "text_key",
     "unit_rows",
     "work_out",
+    "work_out_pooled",
 ]
 
 _Matrix = np.ndarray[Any, np.dtype[np.float32]]
@@ -125,6 +135,25 @@ def model_name(embeddings: Embeddings | None) -> str | None:
     model = getattr(embeddings, "model", None)
     if type(embeddings).__name__ == "OpenAIEmbeddings" and isinstance(model, str):
         return f"openai:{model}"
+    return None
+
+
+def pools(embeddings: Embeddings | None) -> bool:
+    """Whether ingestion pools each chunk's sentence vectors from the chunk's own pass (late
+    chunking; decision 0045): for a model it can name that gives its token states."""
+    pooling = getattr(embeddings, "embed_pooled", None)
+    return model_name(embeddings) is not None and callable(pooling)
+
+
+def pooling_model(embeddings: Embeddings | None) -> Embeddings | None:
+    """The model that pools sentence vectors as ingestion does: ``embeddings`` itself, or the
+    model it wraps (its ``wrapped``, as :class:`~pipelines.index.passages.RecentVectors`
+    gives); None when none pools."""
+    model = embeddings
+    while model is not None:
+        if pools(model):
+            return model
+        model = getattr(model, "wrapped", None)
     return None
 
 
@@ -237,6 +266,69 @@ def work_out(
     return [passage for passage in found if passage is not None]
 
 
+def work_out_pooled(
+    embeddings: Any,
+    texts: Sequence[str],
+    embedded_as: Sequence[str],
+    *,
+    memo: VectorMemo | None = None,
+) -> tuple[_Matrix, list[PassageSentences]]:
+    """Each chunk's vector and its sentences, from one pass of the model over each chunk as it
+    is embedded (``embedded_as``: its heading, then its text): each sentence's and each
+    unit's vector is the mean of the token states inside it (late chunking). A sentence or
+    unit past the model's truncation is embedded on its own. ``embeddings`` must have
+    ``embed_pooled`` (:class:`~pipelines.index.embeddings.MiniLMEmbeddings`)."""
+    pieces = [segment(text) for text in texts]
+    names: list[list[str]] = []  # what each pooled row is the vector of
+    spans: list[list[tuple[int, int]]] = []
+    for text, whole, parts in zip(texts, embedded_as, pieces, strict=True):
+        if not whole.endswith(text):
+            raise ValueError("each chunk must be embedded as its heading, then its text")
+        shift = len(whole) - len(text)
+        multi = [unit for unit in parts.units if len(unit) > 1]
+        names.append([*parts.texts, *(parts.unit_text(unit) for unit in multi)])
+        spans.append(
+            [(start + shift, end + shift) for start, end in parts.spans]
+            + [(parts.spans[u[0]][0] + shift, parts.spans[u[-1]][1] + shift) for u in multi]
+        )
+    chunk_vectors, pooled = embeddings.embed_pooled(list(embedded_as), spans)
+    # What lies past the truncation, which no token of the pass reached: embedded alone.
+    alone = list(
+        dict.fromkeys(
+            name
+            for mine, rows in zip(names, pooled, strict=True)
+            for name, row in zip(mine, rows, strict=True)
+            if np.isnan(row[0])
+        )
+    )
+    if alone:
+        alone_vectors = dict(zip(alone, _vectors_for(embeddings, alone, memo), strict=True))
+        for mine, rows in zip(names, pooled, strict=True):
+            for index, name in enumerate(mine):
+                if np.isnan(rows[index, 0]):
+                    rows[index] = alone_vectors[name]
+    found = []
+    for parts, rows in zip(pieces, pooled, strict=True):
+        count = len(parts.texts)
+        # A passage without sentences has vectors of no columns, as work_out gives them.
+        sentence_vectors = rows[:count] if count else np.zeros((0, 0), dtype=np.float32)
+        by_unit = iter(rows[count:])
+        unit_vectors = np.zeros((len(parts.units), sentence_vectors.shape[1]), dtype=np.float32)
+        for index, unit in enumerate(parts.units):
+            unit_vectors[index] = sentence_vectors[unit[0]] if len(unit) == 1 else next(by_unit)
+        found.append(
+            PassageSentences(
+                parts.spans,
+                parts.texts,
+                sentence_vectors,
+                parts.paragraphs,
+                parts.units,
+                unit_vectors,
+            )
+        )
+    return chunk_vectors, found
+
+
 def _rows(vectors: _Matrix, rows: list[int], width: int) -> _Matrix:
     if not rows:
         return np.zeros((0, width), dtype=np.float32)
@@ -304,9 +396,10 @@ class SentenceWriter:
     """Writes the sentence files of a table of ``rows`` rows, row by row; vectors go straight
     to disk. :meth:`close` returns what ``chunk_table.json`` says of them."""
 
-    def __init__(self, folder: Path, rows: int, model: str) -> None:
+    def __init__(self, folder: Path, rows: int, model: str, *, pooled: bool = False) -> None:
         self._folder = folder
         self._model = model
+        self._pooled = pooled
         self._keys = np.zeros(rows, dtype=np.uint64)
         self._rows = np.zeros((rows + 1, 3), dtype=np.int64)
         self._spans: list[np.ndarray[Any, np.dtype[np.int32]]] = []
@@ -355,11 +448,14 @@ class SentenceWriter:
         np.save(self._folder / ROWS, self._rows)
         np.save(self._folder / SPANS, np.concatenate([empty, *self._spans]))
         np.save(self._folder / UNITS, np.concatenate([empty[:, :2], *self._units]))
-        return {
+        meta: dict[str, Any] = {
             "model": self._model,
             "dimensions": self._width or 0,
             "vectors": int(self._rows[-1, 2]),
         }
+        if self._pooled:
+            meta["pooling"] = "chunk"
+        return meta
 
 
 class StoredSentences:
@@ -368,6 +464,7 @@ class StoredSentences:
 
     def __init__(self, folder: Path, meta: dict[str, Any], text_of: Callable[[int], str]) -> None:
         self.model = str(meta["model"])
+        self.pooling = meta.get("pooling")  # "chunk": pooled from the chunk's own pass
         self._text_of = text_of
         self._keys = np.load(folder / KEYS, mmap_mode="r")
         self._rows = np.load(folder / ROWS)

@@ -49,7 +49,9 @@ from pipelines.index.chunk_sentences import (
     VectorMemo,
     model_name,
     model_vectors,
+    pools,
     work_out,
+    work_out_pooled,
 )
 
 __all__ = [
@@ -149,6 +151,7 @@ class ChunkTableWriter:
         *,
         sentences_model: str | None = None,
         multilingual: Embeddings | None = None,
+        pooled: bool = False,
     ) -> None:
         folder.mkdir(parents=True, exist_ok=True)
         self._folder = folder
@@ -158,7 +161,9 @@ class ChunkTableWriter:
         self._offsets = np.zeros(rows + 1, dtype=np.int64)
         self._written = 0
         self._sentences = (
-            SentenceWriter(folder, rows, sentences_model) if sentences_model is not None else None
+            SentenceWriter(folder, rows, sentences_model, pooled=pooled)
+            if sentences_model is not None
+            else None
         )
         self._multilingual = multilingual
         self._second: np.memmap[Any, np.dtype[np.float32]] | None = None  # on the first add
@@ -392,14 +397,22 @@ def add_sentences(folder: Path, embeddings: Embeddings) -> bool:
         # Written already (by this model: a version's model never changes). Files a reader
         # may have mapped are never rewritten.
         return False
-    writer = SentenceWriter(folder, len(table), model)
+    pooled = pools(embeddings)
+    writer = SentenceWriter(folder, len(table), model, pooled=pooled)
     memo = VectorMemo()
     try:
         for start in range(0, len(table), _SENTENCE_BATCH):
-            texts = [
-                table.text(row) for row in range(start, min(start + _SENTENCE_BATCH, len(table)))
-            ]
-            writer.add(texts, work_out(embeddings, texts, memo=memo))
+            rows = range(start, min(start + _SENTENCE_BATCH, len(table)))
+            if pooled:
+                # The chunk's pass again, as ingestion ran it: over its heading and text.
+                records = [table.record(row) for row in rows]
+                texts = [text for text, _ in records]
+                embedded_as = [indexed_text(text, metadata) for text, metadata in records]
+                _, found = work_out_pooled(embeddings, texts, embedded_as, memo=memo)
+            else:
+                texts = [table.text(row) for row in rows]
+                found = work_out(embeddings, texts, memo=memo)
+            writer.add(texts, found)
         meta = writer.close()
     except BaseException:
         writer.abort()

@@ -94,13 +94,19 @@ class MiniLMEmbeddings(Embeddings):
         self._lock = threading.Lock()
         self._runner = ShareRunner("minilm")
 
-    def _run(self, session: Any, tokens: Sequence[int]) -> _Matrix:
+    @staticmethod
+    def _states(session: Any, tokens: Sequence[int]) -> _Matrix:
+        """The model's last hidden state of each token of one text."""
         ids = np.asarray([tokens], dtype=np.int64)
         (hidden,) = session.run(
             ["last_hidden_state"],
             {"input_ids": ids, "attention_mask": np.ones_like(ids), "token_type_ids": ids * 0},
         )
-        return unit_vector(hidden[0].mean(axis=0))
+        states: _Matrix = hidden[0]
+        return states
+
+    def _run(self, session: Any, tokens: Sequence[int]) -> _Matrix:
+        return unit_vector(self._states(session, tokens).mean(axis=0))
 
     def embed_array(self, texts: Sequence[str]) -> _Matrix:
         """The embeddings of ``texts`` as one float32 array, one row per text."""
@@ -109,6 +115,37 @@ class MiniLMEmbeddings(Embeddings):
         with self._lock:
             tokens = [encoding.ids for encoding in self._tokenizer.encode_batch(list(texts))]
         return self._runner.run(self._sessions, tokens, self._run, self.dimensions)
+
+    def embed_pooled(
+        self, texts: Sequence[str], spans: Sequence[Sequence[tuple[int, int]]]
+    ) -> tuple[_Matrix, list[_Matrix]]:
+        """Each text's vector, as :meth:`embed_array` gives it, and from the same pass the
+        vector of each character span of ``spans`` in it: the mean of the states of the
+        tokens it overlaps, unit length (late chunking). A span no token reaches (past the
+        truncation) gets a row of NaN."""
+        vectors: _Matrix = np.empty((len(texts), self.dimensions), dtype=np.float32)
+        pooled: list[_Matrix] = [np.empty((0, self.dimensions), dtype=np.float32)] * len(texts)
+        if not texts:
+            return vectors, pooled
+        with self._lock:
+            encodings = self._tokenizer.encode_batch(list(texts))
+
+        def one(session: Any, index: int) -> None:
+            encoding = encodings[index]
+            states = self._states(session, encoding.ids)
+            vectors[index] = unit_vector(states.mean(axis=0))
+            offsets = np.asarray(encoding.offsets, dtype=np.int64).reshape(-1, 2)
+            starts, ends = offsets[:, 0], offsets[:, 1]
+            real = ends > starts  # special tokens cover no characters
+            rows = np.full((len(spans[index]), self.dimensions), np.nan, dtype=np.float32)
+            for row, (start, end) in enumerate(spans[index]):
+                inside = real & (starts < end) & (ends > start)
+                if inside.any():
+                    rows[row] = unit_vector(states[inside].mean(axis=0))
+            pooled[index] = rows
+
+        self._runner.each(self._sessions, [len(e.ids) for e in encodings], one)
+        return vectors, pooled
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         vectors: list[list[float]] = self.embed_array(texts).tolist()

@@ -41,7 +41,9 @@ from pipelines.index.chunk_sentences import (
     VectorMemo,
     model_name,
     model_vectors,
+    pools,
     work_out,
+    work_out_pooled,
 )
 from pipelines.index.chunk_table import (
     ChunkTable,
@@ -319,7 +321,10 @@ def _add_missing_chunk_table(settings: Settings, version: store.StoredVersion) -
 
 
 def _previous_sentences(
-    settings: Settings, previous: store.StoredVersion | None, model: str | None
+    settings: Settings,
+    previous: store.StoredVersion | None,
+    model: str | None,
+    pooled: bool = False,
 ) -> Callable[[str], PassageSentences | None] | None:
     """How to find a chunk's sentences in the previous version's table, so an unchanged
     chunk's are copied, not worked out again (None when it has none from this model)."""
@@ -328,6 +333,8 @@ def _previous_sentences(
     table = ChunkTable.load(store.keyword_index_dir(settings, previous.name))
     if table is None or table.sentences is None or table.sentences.model != model:
         return None
+    if table.sentences.pooling != ("chunk" if pooled else None):
+        return None  # vectors made the other way: worked out again
     return table.sentences.find
 
 
@@ -384,6 +391,46 @@ def _embed(embeddings: Embeddings, texts: Sequence[str], bar: tqdm[Any]) -> list
             vectors.extend(np.asarray(embeddings.embed_documents(part), dtype=np.float32))
         bar.update(len(part))
     return vectors
+
+
+def _embed_pooled(
+    embeddings: Any,
+    chunks: Sequence[Chunk],
+    bar: tqdm[Any],
+    made: dict[str, PassageSentences],
+    memo: VectorMemo,
+) -> list[_Vector]:
+    """The chunks' vectors, and into ``made`` their sentences pooled from the same pass, in
+    steps small enough for the progress bar to move."""
+    vectors: list[_Vector] = []
+    for start in range(0, len(chunks), _EMBED_BATCH):
+        part = chunks[start : start + _EMBED_BATCH]
+        block, sentences = work_out_pooled(
+            embeddings, [c.text for c in part], [c.embed_text for c in part], memo=memo
+        )
+        vectors.extend(block)
+        made.update(zip((c.id for c in part), sentences, strict=True))
+        bar.update(len(part))
+    return vectors
+
+
+def _pooled_sentences(
+    embeddings: Any,
+    batch: Sequence[Chunk],
+    made: dict[str, PassageSentences],
+    known: Callable[[str], PassageSentences | None] | None,
+    memo: VectorMemo,
+) -> list[PassageSentences]:
+    """The batch's sentences: made with its vectors, found in the previous table, or (a
+    reused chunk whose previous table has none pooled) pooled from a pass of its own."""
+    found = {c.id: made[c.id] if c.id in made else known(c.text) if known else None for c in batch}
+    missing = [c for c in batch if found[c.id] is None]
+    if missing:
+        _, sentences = work_out_pooled(
+            embeddings, [c.text for c in missing], [c.embed_text for c in missing], memo=memo
+        )
+        found.update(zip((c.id for c in missing), sentences, strict=True))
+    return [found[c.id] for c in batch]  # type: ignore[misc]
 
 
 def _ingest_one(
@@ -467,7 +514,10 @@ def _ingest_one(
     # evidence judge (pipelines.index.chunk_sentences); not for an embedding model we cannot
     # name, since a reader could not tell whose vectors they are.
     sentences_model = model_name(embeddings)
-    known = _previous_sentences(settings, previous if same_model else None, sentences_model)
+    # Late chunking: sentence vectors pooled from each chunk's own pass, for a model that
+    # gives its token states.
+    pooled = pools(embeddings)
+    known = _previous_sentences(settings, previous if same_model else None, sentences_model, pooled)
     memo = VectorMemo()
     known_multilingual = _previous_multilingual(settings, previous, multilingual)
     version = store.new_version_name(sources.name)
@@ -492,12 +542,20 @@ def _ingest_one(
             # up front, and released as their batch is written).
             folder = store.keyword_index_dir(settings, version)
             with ChunkTableWriter(
-                folder, len(chunks), sentences_model=sentences_model, multilingual=multilingual
+                folder,
+                len(chunks),
+                sentences_model=sentences_model,
+                multilingual=multilingual,
+                pooled=pooled,
             ) as table:
                 for start in range(0, len(chunks), _WRITE_BATCH):
                     batch = chunks[start : start + _WRITE_BATCH]
                     fresh = [chunk for chunk in batch if chunk.id not in reusable]
-                    vectors = _embed(embeddings, [chunk.embed_text for chunk in fresh], bar)
+                    made: dict[str, PassageSentences] = {}
+                    if pooled:
+                        vectors = _embed_pooled(embeddings, fresh, bar, made, memo)
+                    else:
+                        vectors = _embed(embeddings, [chunk.embed_text for chunk in fresh], bar)
                     reusable.update(zip((chunk.id for chunk in fresh), vectors, strict=True))
                     block = np.stack([reusable.pop(chunk.id) for chunk in batch])
                     texts = [chunk.text for chunk in batch]
@@ -507,11 +565,12 @@ def _ingest_one(
                         documents=texts,
                         metadatas=[chunk.metadata for chunk in batch],
                     )
-                    sentences = (
-                        work_out(embeddings, texts, known=known, memo=memo)
-                        if sentences_model is not None
-                        else None
-                    )
+                    if pooled:
+                        sentences = _pooled_sentences(embeddings, batch, made, known, memo)
+                    elif sentences_model is not None:
+                        sentences = work_out(embeddings, texts, known=known, memo=memo)
+                    else:
+                        sentences = None
                     table.add(
                         texts,
                         [chunk.metadata for chunk in batch],

@@ -8,9 +8,11 @@ units (:class:`~pipelines.index.chunk_sentences.PassageSentences`).
 
 :class:`SentenceBank` finds them, in this order: among the passages it handed out lately;
 in the chunk tables loaded in this process, where ingestion stored each chunk's (a source of
-several chunks is assembled from theirs); and only then works them out, with the very
-function ingestion uses, so a passage reads the same whichever way it was found. ``counts``
-says how often each way served.
+several chunks is assembled from theirs); and only then works them out, each sentence
+embedded alone. Either way a passage has the same sentences, spans and units, so a quote is
+the same text; the vectors of stored ones were pooled from their chunk's pass at ingest
+(decision 0045), which a reader cannot repeat without the chunk. ``counts`` says how often
+each way served.
 
 :class:`RecentVectors` wraps the embedding model of the bank: it keeps the vectors of the
 texts embedded or found lately, the retriever's among them (it embeds through
@@ -68,6 +70,11 @@ class RecentVectors(Embeddings):
     def name(self) -> str | None:
         """The wrapped model's name (:func:`~pipelines.index.chunk_sentences.model_name`)."""
         return model_name(self.embeddings)
+
+    @property
+    def wrapped(self) -> Embeddings:
+        """The model itself (:func:`~pipelines.index.chunk_sentences.pooling_model`)."""
+        return self.embeddings
 
     def remember(self, texts: Sequence[str], vectors: _Matrix) -> None:
         """Keep ``vectors`` as the vectors of ``texts`` (the model's, found elsewhere)."""
@@ -130,6 +137,10 @@ class _Recording(Embeddings):
     @property
     def name(self) -> str | None:
         return self.recent.name
+
+    @property
+    def wrapped(self) -> Embeddings:
+        return self.recent.embeddings
 
     def embed_array(self, texts: Sequence[str]) -> _Matrix:
         if not texts:

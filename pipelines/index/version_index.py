@@ -4,7 +4,9 @@ Ingest writes them beside the Chroma store it fills. An instance that shares onl
 (a Chroma server) has no such folder: it builds one from what the store holds of the version,
 which is all it takes: each chunk's text, metadata and vector, with rows in chunk id order
 as ingest writes them. So every instance ranks exactly as the ingesting machine does (see
-``docs/decisions/0018-local-indexes-built-from-the-store.md``).
+``docs/decisions/0018-local-indexes-built-from-the-store.md``). With a model that pools, it
+also pools each chunk's sentences from a pass over the chunk, as ingest did, so it quotes and
+judges as the ingesting machine does too (decision 0045).
 
 Building happens once per version and machine: under a file lock, so the workers of one
 ``serve`` share the work, into a temporary folder renamed into place when whole, so no reader
@@ -27,10 +29,12 @@ from typing import Any
 import numpy as np
 from langchain_core.embeddings import Embeddings
 
+from pipelines.index.chunk_sentences import model_name, work_out_pooled
 from pipelines.index.chunk_table import (
     ChunkTable,
     ChunkTableWriter,
     add_multilingual,
+    add_sentences,
     indexed_text,
     multilingual_key,
 )
@@ -111,6 +115,10 @@ def _lacks_multilingual(found: VersionIndex, multilingual: Callable[[], Embeddin
     )
 
 
+def _lacks_sentences(found: VersionIndex, sentences: Callable[[], Embeddings | None]) -> bool:
+    return found.table is not None and found.table.sentences is None and sentences() is not None
+
+
 def build_from_store(
     collection: Any,
     folder: Path,
@@ -118,31 +126,41 @@ def build_from_store(
     lock: Path,
     chunks: int | None = None,
     multilingual: Callable[[], Embeddings | None] = lambda: None,
+    sentences: Callable[[], Embeddings | None] = lambda: None,
 ) -> VersionIndex:
     """The indexes of the version ``collection`` (a Chroma collection), from ``folder`` when
     a whole set of ``chunks`` rows is there already, else built from the store into it while
     holding the file ``lock``. When ``multilingual`` gives a model, the chunk table holds its
     vectors too: added to a table that lacks them, as the keyword index is built, from the
-    chunks' texts (decision 0037)."""
+    chunks' texts (decision 0037). When ``sentences`` gives a model that pools, the table
+    holds each chunk's sentences pooled from its pass, as the ingesting machine's does, so
+    this instance quotes and judges as that one (decision 0045)."""
+
+    def lacks(found: VersionIndex) -> bool:
+        return _lacks_multilingual(found, multilingual) or _lacks_sentences(found, sentences)
+
     found = VersionIndex.load(folder)
     whole = found is not None and (chunks is None or len(found) == chunks)
-    if found is not None and whole and not _lacks_multilingual(found, multilingual):
+    if found is not None and whole and not lacks(found):
         return found
     with locked(lock):
         found = VersionIndex.load(folder)  # another process may have built it meanwhile
         if found is not None and (chunks is None or len(found) == chunks):
-            if not _lacks_multilingual(found, multilingual):
+            if not lacks(found):
                 return found
             model = multilingual()
             if model is not None:
                 add_multilingual(folder, model)
+            pooling = sentences()
+            if pooling is not None:
+                add_sentences(folder, pooling)
             reloaded = VersionIndex.load(folder)
             if reloaded is None:
                 raise OSError(f"the indexes in {folder} cannot be read back")
             return reloaded
         building = folder.parent / f".{folder.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}"
         try:
-            _write(collection, building, multilingual())
+            _write(collection, building, multilingual(), sentences())
             if folder.exists():  # stale (another row count) or partial: replaced
                 shutil.rmtree(folder)
             building.rename(folder)
@@ -154,7 +172,9 @@ def build_from_store(
     return built
 
 
-def _write(collection: Any, folder: Path, multilingual: Embeddings | None) -> None:
+def _write(
+    collection: Any, folder: Path, multilingual: Embeddings | None, sentences: Embeddings | None
+) -> None:
     ids: list[str] = []
     offset = 0
     while True:  # ids alone first: the rows are in id order, read in batches of that order
@@ -164,14 +184,27 @@ def _write(collection: Any, folder: Path, multilingual: Embeddings | None) -> No
             break
         offset += _READ_BATCH
     ids.sort()
-    with ChunkTableWriter(folder, len(ids), multilingual=multilingual) as table:
-        texts = copy_rows(collection, ids, table)
+    with ChunkTableWriter(
+        folder,
+        len(ids),
+        multilingual=multilingual,
+        sentences_model=model_name(sentences) if sentences is not None else None,
+        pooled=sentences is not None,
+    ) as table:
+        texts = copy_rows(collection, ids, table, sentences=sentences)
     KeywordIndex.build(ids, texts).save(folder)
 
 
-def copy_rows(collection: Any, ids: Sequence[str], table: ChunkTableWriter) -> list[str]:
+def copy_rows(
+    collection: Any,
+    ids: Sequence[str],
+    table: ChunkTableWriter,
+    *,
+    sentences: Embeddings | None = None,
+) -> list[str]:
     """Add the chunks ``ids`` of a Chroma collection to ``table``, in that order (Chroma
-    returns its own); returns their indexed texts (:func:`indexed_text`)."""
+    returns its own), with their sentences pooled by ``sentences`` when given; returns their
+    indexed texts (:func:`indexed_text`)."""
     texts: list[str] = []
     for start in range(0, len(ids), _READ_BATCH):
         wanted = list(ids[start : start + _READ_BATCH])
@@ -187,10 +220,14 @@ def copy_rows(collection: Any, ids: Sequence[str], table: ChunkTableWriter) -> l
             indexed_text(text, metadata)
             for text, metadata in zip(block_texts, block_metadatas, strict=True)
         ]
+        pooled = (
+            work_out_pooled(sentences, block_texts, indexed)[1] if sentences is not None else None
+        )
         table.add(
             block_texts,
             block_metadatas,
             np.asarray(page["embeddings"], dtype=np.float32)[order],
+            pooled,
             indexed=indexed,
         )
         texts += indexed

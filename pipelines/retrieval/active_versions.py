@@ -75,10 +75,13 @@ class ActiveVersions:
         settings: Settings,
         client: Any = None,
         multilingual: Callable[[], Embeddings | None] = lambda: None,
+        sentences: Callable[[], Embeddings | None] = lambda: None,
     ) -> None:
         self.settings = settings
         # The multilingual model whose vectors a chunk table should hold (decision 0037).
         self.multilingual = multilingual
+        # The model that pools a built chunk table's sentences (decision 0045).
+        self.sentences = sentences
         # A chromadb ClientAPI; None until first needed: then the process's own client for
         # the settings' store, which is reopened when a new version goes live.
         self.client = client
@@ -170,6 +173,7 @@ class ActiveVersions:
                 lock=store.keyword_index_lock(self.settings, version.name),
                 chunks=chunks if isinstance(chunks, int) else None,
                 multilingual=self.multilingual,
+                sentences=self.sentences,
             )
         except Exception as error:  # the disk or the store: answered by vectors meanwhile
             found = VersionIndex.missing(

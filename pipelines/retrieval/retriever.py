@@ -61,6 +61,7 @@ from pipelines.core.options import RequestOptions
 from pipelines.core.settings import Settings
 from pipelines.core.tags import ADVICE_RECORD, RETRIEVAL_RECORD
 from pipelines.index import store
+from pipelines.index.chunk_sentences import pooling_model
 from pipelines.index.chunk_table import ChunkRecord, multilingual_key
 from pipelines.index.keyword_index import keyword_tokens
 from pipelines.index.version_index import VersionIndex
@@ -286,7 +287,12 @@ class ReactomeRetriever(BaseRetriever):
     _live: ActiveVersions = PrivateAttr()
 
     def model_post_init(self, context: Any, /) -> None:
-        self._live = ActiveVersions(self.settings, self.client, self._multilingual_model)
+        self._live = ActiveVersions(
+            self.settings,
+            self.client,
+            self._multilingual_model,
+            lambda: pooling_model(self.embeddings),
+        )
 
     def _multilingual_model(self) -> Embeddings | None:
         return self.multilingual() if self.multilingual is not None else None

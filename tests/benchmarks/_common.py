@@ -16,7 +16,10 @@ from langchain_core.embeddings import Embeddings
 
 from pipelines.catalog.catalog import COLLECTION_NAMES, catalog_from_path
 from pipelines.core.settings import Settings, load_settings
+from pipelines.index.chunk_sentences import pools
+from pipelines.index.chunk_table import ChunkTable
 from pipelines.index.ingestion import CollectionFiles, ingest, locate_files
+from pipelines.index.store import active_version, keyword_index_dir, open_client
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_DATA = HERE.parents[2] / "shared" / "data"
@@ -62,6 +65,17 @@ def prepared_home(
     for summary in summaries:
         if summary.failure:
             raise SystemExit(f"ingesting {summary.name} failed: {summary.failure}")
+    if pools(embeddings):
+        # An unchanged collection keeps the sentence vectors it was ingested with: a home
+        # from before late chunking is measured with its sentences embedded alone.
+        for name, found in _tables(settings, [summary.name for summary in summaries]).items():
+            if found.sentences is not None and found.sentences.pooling != "chunk":
+                print(
+                    f"note: {home}: {name} holds sentence vectors embedded alone (ingested "
+                    "before decision 0045), and the figures that read them are theirs; delete "
+                    "the folder (or pass another --home) to measure today's",
+                    file=sys.stderr,
+                )
     changed = sum(s.added + s.updated + s.deleted for s in summaries)
     print(
         f"corpus at {home}: {sum(s.chunks for s in summaries)} chunks, {changed} changed, "
@@ -69,6 +83,23 @@ def prepared_home(
         file=sys.stderr,
     )
     return settings
+
+
+def _tables(settings: Settings, names: Sequence[str]) -> dict[str, ChunkTable]:
+    client = open_client(settings)
+    found = {}
+    for version in (active_version(client, name) for name in names):
+        if version is not None:
+            table = ChunkTable.load(keyword_index_dir(settings, version.name))
+            if table is not None:
+                found[version.name] = table
+    return found
+
+
+def loaded_tables(settings: Settings, names: Sequence[str] = COLLECTION_NAMES) -> list[ChunkTable]:
+    """The chunk tables of the home's collections ``names``, loaded: while they are held, a
+    :class:`~pipelines.index.passages.SentenceBank` finds their chunks' sentences."""
+    return list(_tables(settings, names).values())
 
 
 def load_questions(path: Path = QUESTIONS) -> list[dict[str, Any]]:

@@ -8,7 +8,9 @@ rarity is worked out over the passages it is given). Reported for the developmen
 (tune on it), the test split (report it; never tune on it) and both: the share of
 unsupported pairs flagged (goal at least 0.90) and of supported pairs flagged (goal at most
 0.05), each with its counts and against its goal, by kind of pair, the scores near the
-threshold, and the judge's time per answer with the passages' sentences already embedded.
+threshold, and the judge's time per answer with the passages' sentences already embedded;
+the passages' sentences are read from the chunk tables, as an answer reads them, and the
+flagged shares are given again with every passage worked out alone.
 Writes results/evidence.json.
 """
 
@@ -28,9 +30,17 @@ from typing import Any
 from pipelines.core.settings import Settings
 from pipelines.evidence.claims import Claim
 from pipelines.evidence.judges import OfflineJudge, judge_key
+from pipelines.index.chunk_table import ChunkTable
 from pipelines.index.embeddings import MiniLMEmbeddings
 from pipelines.index.passages import SentenceBank
-from tests.benchmarks._common import DEFAULT_DATA, cache_home, prepared_home, table, write_results
+from tests.benchmarks._common import (
+    DEFAULT_DATA,
+    cache_home,
+    loaded_tables,
+    prepared_home,
+    table,
+    write_results,
+)
 from tests.benchmarks.evidence_pairs import (
     KINDS,
     load_pairs,
@@ -153,11 +163,19 @@ def evaluate(
     embeddings: Any,
     pairs: Sequence[dict[str, Any]],
     make_judge: Callable[[SentenceBank], OfflineJudge] | None = None,
+    *,
+    stored: bool = True,
 ) -> dict[str, Any]:
+    """The judge's figures on ``pairs``. With ``stored``, the passages' sentences are read
+    from the chunk tables, as an answer over the ingested corpus reads them (their vectors
+    pooled at ingest, decision 0045); without, each passage is worked out alone, as a reader
+    does for a passage no table holds."""
     texts = source_texts(settings, {p["st_id"] for p in pairs})
     missing = sorted({p["st_id"] for p in pairs} - set(texts))
     if missing:
         raise SystemExit(f"not in the ingested collections: {', '.join(missing)}")
+    # Held while judging: the bank finds the sentences of the tables loaded in the process.
+    tables = loaded_tables(settings) if stored else []
     bank = SentenceBank(embeddings)
     judge = (
         make_judge(bank)
@@ -165,9 +183,12 @@ def evaluate(
         else OfflineJudge(bank, threshold=settings.evidence_threshold)
     )
     judged, times = judge_all(judge, pairs, texts)
+    if not stored and bank.counts["stored"]:
+        raise RuntimeError("a chunk table loaded elsewhere in this process served passages")
     results: dict[str, Any] = {
         "pairs": len(pairs),
         "threshold": judge.threshold,
+        "sentence_vectors": _vectors_read(tables, bank),
         "splits": {split: rates([j for j in judged if j.split == split]) for split in SPLITS},
         "all": rates(judged),
         "kinds": {
@@ -199,11 +220,21 @@ def evaluate(
     return results
 
 
+def _vectors_read(tables: Sequence[ChunkTable], bank: SentenceBank) -> dict[str, Any]:
+    """Where the passages' sentence vectors came from."""
+    pooling = sorted({str(t.sentences.pooling) for t in tables if t.sentences is not None})
+    return {"tables": len(tables), "pooling": pooling, "passages": dict(bank.counts)}
+
+
 def report(results: dict[str, Any]) -> str:
     keys = ["unsupported", "unsupported_flagged", "supported", "supported_flagged"]
+    read = results["sentence_vectors"]
+    passages = ", ".join(f"{count} {how}" for how, count in read["passages"].items())
     lines = [
         f"\nEvidence judge (offline, threshold {results['threshold']}) on {results['pairs']} "
-        "labeled (sentence, cited source) pairs; a pair is flagged when judged unsupported"
+        "labeled (sentence, cited source) pairs; a pair is flagged when judged unsupported",
+        f"passages' sentences from {read['tables']} chunk tables (pooling: "
+        f"{', '.join(read['pooling']) or 'none'}): {passages}",
     ]
     rows = [[split, *(results["splits"][split][k] for k in keys)] for split in SPLITS]
     rows.append(["all", *(results["all"][k] for k in keys)])
@@ -226,6 +257,15 @@ def report(results: dict[str, Any]) -> str:
     for split in SPLITS:
         lines += goal_lines(f"{split} split", results["splits"][split])
     lines += goal_lines("both splits", results["all"])
+    alone = results.get("worked_out")
+    if alone is not None:
+        lines.append(
+            "\nThe same pairs with every passage worked out alone (sentences embedded one by "
+            "one, as for a passage no table holds)"
+        )
+        rows = [[split, *(alone["splits"][split][k] for k in keys)] for split in SPLITS]
+        rows.append(["all", *(alone["all"][k] for k in keys)])
+        lines.append(table(["pairs", *keys], rows))
     return "\n".join(lines)
 
 
@@ -247,6 +287,8 @@ def main(argv: list[str] | None = None) -> int:
     embeddings = MiniLMEmbeddings(model_cache=cache_home("models"))
     settings = prepared_home(args.data, args.home, embeddings)
     results = evaluate(settings, embeddings, pairs)
+    alone = evaluate(settings, embeddings, pairs, stored=False)
+    results["worked_out"] = {"splits": alone["splits"], "all": alone["all"]}
     print(report(results))
     if args.show:
         for mistake in results["dev_mistakes"]:

@@ -97,6 +97,9 @@ def test_instances_sharing_only_the_store_answer_like_the_ingesting_machine(
             assert table is not None
             assert table.multilingual is not None, folder.name
             assert len(table.multilingual.vectors) == len(table)
+            # Pooled here as ingest pooled them: quoted and judged alike (decision 0045).
+            assert table.sentences is not None, folder.name
+            assert table.sentences.pooling == "chunk"
         headers = _headers(home)
         assert len(headers) == len(asked)
         for header in headers:

@@ -22,5 +22,6 @@
 - ``scripted_server``: a real server over a scripted pipeline, and its metrics' samples.
 - ``servers``: real servers on 127.0.0.1 (uvicorn in a thread, or the ``serve`` command).
 - ``sse``: a strict reader of our Server-Sent Events.
+- ``unnamed``: an embedding model under no name, each text embedded alone.
 - ``waiting``: waiting for a condition, not for a time.
 """
