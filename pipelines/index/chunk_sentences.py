@@ -276,8 +276,9 @@ def work_out_pooled(
     """Each chunk's vector and its sentences, from one pass of the model over each chunk as it
     is embedded (``embedded_as``: its heading, then its text): each sentence's and each
     unit's vector is the mean of the token states inside it (late chunking). A sentence or
-    unit past the model's truncation is embedded on its own. ``embeddings`` must have
-    ``embed_pooled`` (:class:`~pipelines.index.embeddings.MiniLMEmbeddings`)."""
+    unit the model's truncation cuts, or that lies past it, is embedded on its own.
+    ``embeddings`` must have ``embed_pooled``
+    (:class:`~pipelines.index.embeddings.MiniLMEmbeddings`)."""
     pieces = [segment(text) for text in texts]
     names: list[list[str]] = []  # what each pooled row is the vector of
     spans: list[list[tuple[int, int]]] = []
@@ -292,7 +293,7 @@ def work_out_pooled(
             + [(parts.spans[u[0]][0] + shift, parts.spans[u[-1]][1] + shift) for u in multi]
         )
     chunk_vectors, pooled = embeddings.embed_pooled(list(embedded_as), spans)
-    # What lies past the truncation, which no token of the pass reached: embedded alone.
+    # What the truncation cuts or lies past it, which the pass did not read whole: alone.
     alone = list(
         dict.fromkeys(
             name

@@ -121,8 +121,8 @@ class MiniLMEmbeddings(Embeddings):
     ) -> tuple[_Matrix, list[_Matrix]]:
         """Each text's vector, as :meth:`embed_array` gives it, and from the same pass the
         vector of each character span of ``spans`` in it: the mean of the states of the
-        tokens it overlaps, unit length (late chunking). A span no token reaches (past the
-        truncation) gets a row of NaN."""
+        tokens it overlaps, unit length (late chunking). A span the pass does not read to its
+        end (the truncation cuts it, or it lies past it) gets a row of NaN."""
         vectors: _Matrix = np.empty((len(texts), self.dimensions), dtype=np.float32)
         pooled: list[_Matrix] = [np.empty((0, self.dimensions), dtype=np.float32)] * len(texts)
         if not texts:
@@ -137,10 +137,12 @@ class MiniLMEmbeddings(Embeddings):
             offsets = np.asarray(encoding.offsets, dtype=np.int64).reshape(-1, 2)
             starts, ends = offsets[:, 0], offsets[:, 1]
             real = ends > starts  # special tokens cover no characters
+            # Where the pass stops reading: a span running past it is not pooled from a part.
+            read_to = int(ends[real].max()) if encoding.overflowing and real.any() else None
             rows = np.full((len(spans[index]), self.dimensions), np.nan, dtype=np.float32)
             for row, (start, end) in enumerate(spans[index]):
                 inside = real & (starts < end) & (ends > start)
-                if inside.any():
+                if inside.any() and (read_to is None or end <= read_to):
                     rows[row] = unit_vector(states[inside].mean(axis=0))
             pooled[index] = rows
 

@@ -90,6 +90,19 @@ def test_a_sentence_past_the_models_truncation_is_embedded_alone(
     assert not np.array_equal(found.vectors[0], alone.vectors[0])  # pooled, inside the pass
     assert not np.isnan(found.vectors).any()
     assert not np.isnan(found.unit_vectors).any()
+    # The sentence the truncation cuts in two is embedded alone too, not pooled from the
+    # part the pass read; every sentence before it is pooled.
+    shift = len(whole) - len(text)
+    alone_rows = [
+        index
+        for index in range(len(found.texts))
+        if np.array_equal(found.vectors[index], alone.vectors[index])
+    ]
+    cut = alone_rows[0]
+    assert alone_rows == list(range(cut, len(found.texts)))
+    start, _ = found.spans[cut]
+    _, (read,) = minilm.embed_pooled([whole], [[(start + shift, start + shift + 4)]])
+    assert not np.isnan(read).any()  # the pass read the cut sentence's start
 
 
 def test_a_chunk_embedded_as_other_text_is_refused(minilm: MiniLMEmbeddings) -> None:
