@@ -88,11 +88,12 @@ def prepared_home(
 def _tables(settings: Settings, names: Sequence[str]) -> dict[str, ChunkTable]:
     client = open_client(settings)
     found = {}
-    for version in (active_version(client, name) for name in names):
+    for name in names:
+        version = active_version(client, name)
         if version is not None:
             table = ChunkTable.load(keyword_index_dir(settings, version.name))
             if table is not None:
-                found[version.name] = table
+                found[name] = table
     return found
 
 
