@@ -139,8 +139,9 @@ def model_name(embeddings: Embeddings | None) -> str | None:
 
 
 def pools(embeddings: Embeddings | None) -> bool:
-    """Whether ingestion pools each chunk's sentence vectors from the chunk's own pass (late
-    chunking; decision 0045): for a model it can name that gives its token states."""
+    """Whether ``embeddings`` itself pools each chunk's sentence vectors from the chunk's own
+    pass (late chunking; decision 0045): a model we can name that gives its token states.
+    Ingestion and readers look through wrappers with :func:`pooling_model`."""
     pooling = getattr(embeddings, "embed_pooled", None)
     return model_name(embeddings) is not None and callable(pooling)
 

@@ -49,7 +49,7 @@ from pipelines.index.chunk_sentences import (
     VectorMemo,
     model_name,
     model_vectors,
-    pools,
+    pooling_model,
     work_out,
     work_out_pooled,
 )
@@ -397,18 +397,18 @@ def add_sentences(folder: Path, embeddings: Embeddings) -> bool:
         # Written already (by this model: a version's model never changes). Files a reader
         # may have mapped are never rewritten.
         return False
-    pooled = pools(embeddings)
-    writer = SentenceWriter(folder, len(table), model, pooled=pooled)
+    pooler = pooling_model(embeddings)
+    writer = SentenceWriter(folder, len(table), model, pooled=pooler is not None)
     memo = VectorMemo()
     try:
         for start in range(0, len(table), _SENTENCE_BATCH):
             rows = range(start, min(start + _SENTENCE_BATCH, len(table)))
-            if pooled:
+            if pooler is not None:
                 # The chunk's pass again, as ingestion ran it: over its heading and text.
                 records = [table.record(row) for row in rows]
                 texts = [text for text, _ in records]
                 embedded_as = [indexed_text(text, metadata) for text, metadata in records]
-                _, found = work_out_pooled(embeddings, texts, embedded_as, memo=memo)
+                _, found = work_out_pooled(pooler, texts, embedded_as, memo=memo)
             else:
                 texts = [table.text(row) for row in rows]
                 found = work_out(embeddings, texts, memo=memo)

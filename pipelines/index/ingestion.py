@@ -41,7 +41,7 @@ from pipelines.index.chunk_sentences import (
     VectorMemo,
     model_name,
     model_vectors,
-    pools,
+    pooling_model,
     work_out,
     work_out_pooled,
 )
@@ -515,8 +515,9 @@ def _ingest_one(
     # name, since a reader could not tell whose vectors they are.
     sentences_model = model_name(embeddings)
     # Late chunking: sentence vectors pooled from each chunk's own pass, for a model that
-    # gives its token states.
-    pooled = pools(embeddings)
+    # gives its token states, found as readers find it (through a wrapper's ``wrapped``).
+    pooler = pooling_model(embeddings) if sentences_model is not None else None
+    pooled = pooler is not None
     known = _previous_sentences(settings, previous if same_model else None, sentences_model, pooled)
     memo = VectorMemo()
     known_multilingual = _previous_multilingual(settings, previous, multilingual)
@@ -552,8 +553,8 @@ def _ingest_one(
                     batch = chunks[start : start + _WRITE_BATCH]
                     fresh = [chunk for chunk in batch if chunk.id not in reusable]
                     made: dict[str, PassageSentences] = {}
-                    if pooled:
-                        vectors = _embed_pooled(embeddings, fresh, bar, made, memo)
+                    if pooler is not None:
+                        vectors = _embed_pooled(pooler, fresh, bar, made, memo)
                     else:
                         vectors = _embed(embeddings, [chunk.embed_text for chunk in fresh], bar)
                     reusable.update(zip((chunk.id for chunk in fresh), vectors, strict=True))
@@ -565,8 +566,8 @@ def _ingest_one(
                         documents=texts,
                         metadatas=[chunk.metadata for chunk in batch],
                     )
-                    if pooled:
-                        sentences = _pooled_sentences(embeddings, batch, made, known, memo)
+                    if pooler is not None:
+                        sentences = _pooled_sentences(pooler, batch, made, known, memo)
                     elif sentences_model is not None:
                         sentences = work_out(embeddings, texts, known=known, memo=memo)
                     else:

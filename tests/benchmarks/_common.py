@@ -16,7 +16,7 @@ from langchain_core.embeddings import Embeddings
 
 from pipelines.catalog.catalog import COLLECTION_NAMES, catalog_from_path
 from pipelines.core.settings import Settings, load_settings
-from pipelines.index.chunk_sentences import pools
+from pipelines.index.chunk_sentences import pooling_model
 from pipelines.index.chunk_table import ChunkTable
 from pipelines.index.ingestion import CollectionFiles, ingest, locate_files
 from pipelines.index.store import active_version, keyword_index_dir, open_client
@@ -65,7 +65,7 @@ def prepared_home(
     for summary in summaries:
         if summary.failure:
             raise SystemExit(f"ingesting {summary.name} failed: {summary.failure}")
-    if pools(embeddings):
+    if pooling_model(embeddings) is not None:
         # An unchanged collection keeps the sentence vectors it was ingested with: a home
         # from before late chunking is measured with its sentences embedded alone.
         for name, found in _tables(settings, [summary.name for summary in summaries]).items():

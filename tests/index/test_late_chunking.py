@@ -161,6 +161,36 @@ def test_a_previous_versions_sentences_are_copied_only_if_pooled_the_same_way(
         np.testing.assert_array_equal(found.vectors, pooled.vectors)
 
 
+@pytest.mark.slow
+def test_ingestion_through_a_wrapper_pools_as_a_reader_would(
+    tmp_path: Path, minilm: MiniLMEmbeddings
+) -> None:
+    # Readers unwrap their model to pool (pooling_model); ingestion given the same wrapper
+    # must too, or the ingesting machine would store vectors embedded alone while instances
+    # sharing its store pool theirs.
+    from pipelines.catalog import bundled_dir
+
+    settings = load_settings(home=tmp_path / "home", multilingual=False)
+    sources = locate_files(bundled_dir(), ["userguide"], required=True)
+    wrapped = RecentVectors(minilm)
+    assert pooling_model(wrapped) is minilm
+
+    ingest(settings, sources, embeddings=wrapped)
+
+    version = store.active_version(store.open_client(settings), "userguide")
+    assert version is not None
+    table = ChunkTable.load(store.keyword_index_dir(settings, version.name))
+    assert table is not None
+    assert table.sentences is not None
+    assert table.sentences.pooling == "chunk"
+    for row in range(0, len(table), 17):
+        text, metadata = table.record(row)
+        found = table.sentences.find(text)
+        assert found is not None
+        _, (pooled,) = work_out_pooled(minilm, [text], [indexed_text(text, metadata)])
+        np.testing.assert_allclose(found.vectors, pooled.vectors, atol=1e-6)
+
+
 def test_a_table_built_from_the_store_holds_the_ingested_tables_sentences(
     sample_home: Path, tmp_path: Path, minilm: MiniLMEmbeddings
 ) -> None:
