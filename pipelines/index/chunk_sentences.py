@@ -28,7 +28,7 @@ alone: the same sentences and units, other vectors. With another model, ingestio
 The texts as scored are not stored: :func:`~pipelines.index.sentences.clean_sentence` of a
 span is cheaper to redo than to read. The table's ``chunk_table.json`` names the embedding
 model that made the vectors (a reader with another model finds nothing here) and, for pooled
-ones, says ``"pooling": "chunk"``.
+ones, says so (``"pooling"``: :data:`POOLED`).
 
 A retrieved source is one chunk or several joined by a blank line
 (``pipelines.retrieval.retriever``); :func:`join` assembles the sentences of such a passage
@@ -56,6 +56,7 @@ from pipelines.index.sentences import clean_sentence, has_words, segment
 
 __all__ = [
     "FILES",
+    "POOLED",
     "SEPARATOR",
     "PassageSentences",
     "SentenceWriter",
@@ -86,6 +87,9 @@ VECTORS = "sentence_vectors.f32"
 FILES = (KEYS, ROWS, SPANS, UNITS, VECTORS)
 # How chunks are joined into one source's text (pipelines.retrieval.retriever).
 SEPARATOR = "\n\n"
+# What a table's "pooling" says of sentence vectors pooled from each chunk's own pass
+# (work_out_pooled; decision 0045). Tables without it hold vectors embedded alone.
+POOLED = "chunk"
 
 
 def unit_rows(vectors: Any) -> _Matrix:
@@ -456,7 +460,7 @@ class SentenceWriter:
             "vectors": int(self._rows[-1, 2]),
         }
         if self._pooled:
-            meta["pooling"] = "chunk"
+            meta["pooling"] = POOLED
         return meta
 
 
@@ -466,7 +470,7 @@ class StoredSentences:
 
     def __init__(self, folder: Path, meta: dict[str, Any], text_of: Callable[[int], str]) -> None:
         self.model = str(meta["model"])
-        self.pooling = meta.get("pooling")  # "chunk": pooled from the chunk's own pass
+        self.pooling = meta.get("pooling")  # POOLED, or None: embedded alone
         self._text_of = text_of
         self._keys = np.load(folder / KEYS, mmap_mode="r")
         self._rows = np.load(folder / ROWS)

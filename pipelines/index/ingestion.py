@@ -37,6 +37,7 @@ from pipelines.core.hashing import joined_digest
 from pipelines.core.settings import Settings
 from pipelines.index import store
 from pipelines.index.chunk_sentences import (
+    POOLED,
     PassageSentences,
     VectorMemo,
     model_name,
@@ -333,7 +334,7 @@ def _previous_sentences(
     table = ChunkTable.load(store.keyword_index_dir(settings, previous.name))
     if table is None or table.sentences is None or table.sentences.model != model:
         return None
-    if table.sentences.pooling != ("chunk" if pooled else None):
+    if table.sentences.pooling != (POOLED if pooled else None):
         return None  # vectors made the other way: worked out again
     return table.sentences.find
 
@@ -393,6 +394,15 @@ def _embed(embeddings: Embeddings, texts: Sequence[str], bar: tqdm[Any]) -> list
     return vectors
 
 
+def _pool(
+    embeddings: Any, chunks: Sequence[Chunk], memo: VectorMemo
+) -> tuple[_Vector, list[PassageSentences]]:
+    """One pooled pass over ``chunks`` as they are embedded: their vectors and sentences."""
+    return work_out_pooled(
+        embeddings, [c.text for c in chunks], [c.embed_text for c in chunks], memo=memo
+    )
+
+
 def _embed_pooled(
     embeddings: Any,
     chunks: Sequence[Chunk],
@@ -405,9 +415,7 @@ def _embed_pooled(
     vectors: list[_Vector] = []
     for start in range(0, len(chunks), _EMBED_BATCH):
         part = chunks[start : start + _EMBED_BATCH]
-        block, sentences = work_out_pooled(
-            embeddings, [c.text for c in part], [c.embed_text for c in part], memo=memo
-        )
+        block, sentences = _pool(embeddings, part, memo)
         vectors.extend(block)
         made.update(zip((c.id for c in part), sentences, strict=True))
         bar.update(len(part))
@@ -426,9 +434,7 @@ def _pooled_sentences(
     found = {c.id: made[c.id] if c.id in made else known(c.text) if known else None for c in batch}
     missing = [c for c in batch if found[c.id] is None]
     if missing:
-        _, sentences = work_out_pooled(
-            embeddings, [c.text for c in missing], [c.embed_text for c in missing], memo=memo
-        )
+        _, sentences = _pool(embeddings, missing, memo)
         found.update(zip((c.id for c in missing), sentences, strict=True))
     return [found[c.id] for c in batch]  # type: ignore[misc]
 

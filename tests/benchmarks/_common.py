@@ -16,7 +16,7 @@ from langchain_core.embeddings import Embeddings
 
 from pipelines.catalog.catalog import COLLECTION_NAMES, catalog_from_path
 from pipelines.core.settings import Settings, load_settings
-from pipelines.index.chunk_sentences import pooling_model
+from pipelines.index.chunk_sentences import POOLED, pooling_model
 from pipelines.index.chunk_table import ChunkTable
 from pipelines.index.ingestion import CollectionFiles, ingest, locate_files
 from pipelines.index.store import active_version, keyword_index_dir, open_client
@@ -69,7 +69,7 @@ def prepared_home(
         # An unchanged collection keeps the sentence vectors it was ingested with: a home
         # from before late chunking is measured with its sentences embedded alone.
         for name, found in _tables(settings, [summary.name for summary in summaries]).items():
-            if found.sentences is not None and found.sentences.pooling != "chunk":
+            if found.sentences is not None and found.sentences.pooling != POOLED:
                 print(
                     f"note: {home}: {name} holds sentence vectors embedded alone (ingested "
                     "before decision 0045), and the figures that read them are theirs; delete "
