@@ -11,8 +11,9 @@ multilingual vectors (the default, decision 0037) and, with ``--multilingual-too
 without them (which takes as long again); last, the baseline: the straightforward way to
 embed the sample, the packaged model in one onnxruntime session, padded batches of 32.
 Prints chunks/s for each, the ratios to the baseline, whole ingestion's rate as a share of
-our embeddings alone (MiniLM alone; both models), and peak resident memory against the
-memory after loading the models.
+our embeddings alone (MiniLM alone; both models), the rate without the multilingual vectors
+as a share of MiniLM alone, and peak resident memory against the memory after loading the
+models.
 ``--with-reactions`` adds ``extra/reaction_summations.tsv`` as a fourth collection for scale.
 """
 
@@ -158,9 +159,13 @@ def main() -> int:
             f"whole ingestion / them: {rate / both_alone:.0%} (issue 41's goal: at least 90%)"
         )
     if english_only is not None:
+        plain_rate = chunks / english_only
+        # The goal as first set, before the multilingual vectors (decision 0045 reads it
+        # against both models while they are on).
         print(
-            f"without the multilingual vectors: {chunks / english_only:.1f} chunks/s; with "
-            f"them, {english_only / elapsed:.2f}x that rate"
+            f"without the multilingual vectors: {plain_rate:.1f} chunks/s, "
+            f"{plain_rate / ours_alone:.0%} of our MiniLM embeddings alone; with them, "
+            f"{english_only / elapsed:.2f}x that rate"
         )
     print(
         f"peak RSS during ingestion {ingest_rss:.0f} MB; after loading the model "
